@@ -1,0 +1,161 @@
+// CuStage: the per-kernel synchronization object (the paper's CuStage), passed by value as a
+// kernel parameter. All device functions are called by every thread of the block.
+#pragma once
+#include <cstdint>
+#include "policy.h"
+#include "sync.h"
+#include "tile.h"
+
+namespace cusync {
+
+// What a wait that timed out saw (CUSYNC_DEBUG builds). The first failing block fills it.
+struct DebugRecord {
+  int failed;        // 0: no failure; 1: a wait timed out
+  int stage;         // StageArgs::stage_id of the waiting kernel
+  int producer;      // which input of the stage (0 or 1)
+  int tile_x, tile_y, tile_z;  // the producer tile waited on
+  int sem;           // semaphore index in that producer's array
+  uint32_t seen;     // semaphore value when the wait gave up
+  uint32_t expected; // value the wait needed
+  int consumer_x, consumer_y, consumer_z;  // the waiting block's own tile
+};
+
+enum StageFlags : int {
+  kCustomOrder = 1,   // take tiles in the generated order through the ticket counter
+  kPdlTrigger = 2,    // sm_90: let the dependent (PDL-launched) grid start right away
+  kPdlWait = 4,       // sm_90: "PDL alone": wait for the whole producer grid (griddepcontrol.wait)
+};
+
+// Device buffers of one stage; allocated and zeroed once by the host, never reset afterwards.
+struct StageArgs {
+  unsigned long long* ticket;   // blocks started by this stage over all launches
+  uint32_t* out_sems;           // semaphores this stage posts (its OutPolicy), or null
+  const uint32_t* in_sems0;     // semaphores of the first producer (its InPolicy), or null
+  const uint32_t* in_sems1;     // semaphores of the second producer, or null
+  DebugRecord* debug;           // CUSYNC_DEBUG: where a timed-out wait reports, or null
+  long long timeout_ns;         // CUSYNC_DEBUG: how long a wait may spin
+  int stage_id;
+  int flags;                    // StageFlags
+};
+
+template <bool C, class A, class B>
+struct conditional { using type = A; };
+template <class A, class B>
+struct conditional<false, A, B> { using type = B; };
+
+template <class Order, class OutPolicy = NoSync, class InPolicy0 = NoSync, class InPolicy1 = NoSync>
+struct CuStage {
+  using order_type = Order;
+  static constexpr int num_tiles = Order::num_tiles;
+
+  StageArgs args;
+  // Per-block state, identical in every thread of the block.
+  uint32_t epoch;     // launches of this stage so far, this one included (mod 2^32)
+  Tile self;          // the tile this block computes
+  int last_sem0, last_sem1;
+
+  __host__ __device__ CuStage() {}
+  __host__ __device__ explicit CuStage(StageArgs a) : args(a), epoch(0), self{0, 0, 0}, last_sem0(-1), last_sem1(-1) {}
+
+  // Takes this block's ticket and returns its tile. One 64-bit atomic per block; the epoch is
+  // derived from the ticket, so neither semaphores nor counters are reset between launches or
+  // CUDA-graph replays.
+  static constexpr bool synchronizes =
+      OutPolicy::num_sems != 0 || InPolicy0::num_sems != 0 || InPolicy1::num_sems != 0;
+
+  __device__ __forceinline__ Tile start() {
+    __shared__ unsigned long long s_ticket;
+    if (args.flags & kPdlWait) pdl_wait_producer_grid();
+    if (args.flags & kPdlTrigger) pdl_launch_dependents();
+    if (!synchronizes && !(args.flags & kCustomOrder)) {
+      // Nothing to count: the plain kernel, as StreamSync runs it.
+      self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+      return self;
+    }
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) s_ticket = atomicAdd(args.ticket, 1ull);
+    __syncthreads();
+    const unsigned long long t = s_ticket;
+    epoch = static_cast<uint32_t>(t / static_cast<unsigned long long>(num_tiles) + 1ull);
+    last_sem0 = -1;
+    last_sem1 = -1;
+    if (args.flags & kCustomOrder) {
+      self = Order::tile(static_cast<int>(t % static_cast<unsigned long long>(num_tiles)));
+    } else {
+      self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+    }
+    return self;
+  }
+
+  // Blocks until the producer tile `t` of input I is posted in this launch. Repeated waits on a
+  // semaphore already seen complete return at once (RowSync waits once per row).
+  template <int I = 0>
+  __device__ __forceinline__ void wait(Tile t) {
+    using P = typename conditional<I == 0, InPolicy0, InPolicy1>::type;
+    if constexpr (P::num_sems == 0) {
+      return;
+    } else {
+      const int s = P::sem(t);
+      int& last = (I == 0) ? last_sem0 : last_sem1;
+      if (s == last) return;
+      last = s;
+      if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        const uint32_t* sems = (I == 0) ? args.in_sems0 : args.in_sems1;
+        const uint32_t target = static_cast<uint32_t>(P::value(t)) * epoch;
+        const uint32_t* p = sems + s;
+#if defined(CUSYNC_DEBUG)
+        const long long t0 = global_timer_ns();
+        uint32_t seen;
+        while (!reached(seen = ld_acquire(p), target)) {
+          if (global_timer_ns() - t0 > args.timeout_ns) {
+            report_timeout(I, t, s, seen, target);
+            break;
+          }
+        }
+#else
+        while (!reached(ld_acquire(p), target)) {
+        }
+#endif
+      }
+      __syncthreads();
+    }
+  }
+
+  // Publishes tile `t` once every thread of the block has stored its part of it.
+  __device__ __forceinline__ void post(Tile t) {
+    if constexpr (OutPolicy::num_sems == 0) {
+      return;
+    } else {
+      __syncthreads();
+      if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) red_release_add(args.out_sems + OutPolicy::sem(t), 1u);
+    }
+  }
+
+ private:
+#if defined(CUSYNC_DEBUG)
+  __device__ void report_timeout(int input, Tile t, int s, uint32_t seen, uint32_t target) {
+    DebugRecord* d = args.debug;
+    if (d == nullptr) return;
+    if (atomicCAS(&d->failed, 0, -1) == 0) {
+      d->stage = args.stage_id;
+      d->producer = input;
+      d->tile_x = t.x;
+      d->tile_y = t.y;
+      d->tile_z = t.z;
+      d->sem = s;
+      d->seen = seen;
+      d->expected = target;
+      d->consumer_x = self.x;
+      d->consumer_y = self.y;
+      d->consumer_z = self.z;
+      __threadfence();
+      atomicExch(&d->failed, 1);
+    }
+  }
+#endif
+};
+
+// A stage that never synchronizes: the StreamSync baseline runs the same kernels with it.
+template <class Order>
+using PlainStage = CuStage<Order, NoSync, NoSync, NoSync>;
+
+}  // namespace cusync

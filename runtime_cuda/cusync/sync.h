@@ -1,0 +1,49 @@
+// Release/acquire primitives at GPU scope. One thread per block waits or posts; a block barrier
+// orders the rest of the block (the pattern CUTLASS's generic barrier uses). No system fence.
+#pragma once
+#include <cstdint>
+
+namespace cusync {
+
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void red_release_add(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ long long global_timer_ns() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Programmatic dependent launch (sm_90+): no-ops on older targets.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait_producer_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Semaphores only grow; a wait for `target` after 2^32 posts still works by comparing the
+// distance in two's complement, which is valid while the producer is less than 2^31 posts ahead.
+__device__ __forceinline__ bool reached(uint32_t seen, uint32_t target) {
+  return static_cast<int32_t>(seen - target) >= 0;
+}
+
+}  // namespace cusync
