@@ -1,0 +1,104 @@
+"""Per-GPU limits the wave model needs (CUDA occupancy tables, per SM).
+
+Only what decides how many thread blocks of one kernel fit on one SM at a time: SM count, the
+per-SM caps on threads, blocks, 32-bit registers and shared memory.  Allocation granularities
+(registers are allocated per warp in units of 256, shared memory in 128 B units, and 1 KiB per
+block is reserved by the driver on sm_80+) are applied by :func:`occupancy`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    sm: str                  # compute capability, e.g. "sm_80"
+    num_sms: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    regs_per_sm: int
+    smem_per_sm: int         # bytes usable by blocks (the configurable carve-out maximum)
+    smem_reserved_per_block: int  # bytes the driver reserves per block
+
+    @property
+    def cc(self) -> int:
+        """Compute capability as an int (sm_90 -> 90)."""
+        return int(self.sm.split("_")[-1]) if self.sm.split("_")[-1].isdigit() else 0
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // 32
+
+
+GPUS: dict[str, GPU] = {
+    # Tesla V100 (SXM2): the paper's GPU, 80 SMs, 96 KiB shared memory per SM.
+    "v100": GPU("v100", "sm_70", 80, 2048, 32, 65536, 96 * 1024, 0),
+    # A100 (SXM4): 108 SMs, 164 KiB shared memory per SM.
+    "a100": GPU("a100", "sm_80", 108, 2048, 32, 65536, 164 * 1024, 1024),
+    # H100 (SXM5): 132 SMs, 228 KiB shared memory per SM.
+    "h100": GPU("h100", "sm_90", 132, 2048, 32, 65536, 228 * 1024, 1024),
+    # H200: the H100 chip (GH100, 132 SMs) with more and faster HBM; identical SM limits.
+    "h200": GPU("h200", "sm_90", 132, 2048, 32, 65536, 228 * 1024, 1024),
+}
+
+
+class GPUError(ValueError):
+    """No such GPU, or the GPU cannot be read."""
+
+
+def get_gpu(name: str) -> GPU:
+    key = name.lower()
+    if key == "auto":
+        return detect_gpu()
+    if key not in GPUS:
+        raise GPUError(f"unknown GPU '{name}' (known: {', '.join(sorted(GPUS))}, auto)")
+    return GPUS[key]
+
+
+def detect_gpu() -> GPU:
+    """Read the SM count and limits of device 0 through CuPy."""
+    try:
+        import cupy  # type: ignore
+    except Exception as exc:  # ImportError, or a broken CUDA install
+        raise GPUError(f"--gpu auto needs CuPy and a CUDA GPU; CuPy cannot be imported ({exc.__class__.__name__}: {exc})") from None
+    try:
+        dev = cupy.cuda.Device(0)
+        attrs = dev.attributes
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+    except Exception as exc:
+        raise GPUError(f"--gpu auto: no usable CUDA GPU ({exc})") from None
+    name = props.get("name", b"gpu")
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    major, minor = props.get("major", 0), props.get("minor", 0)
+    return GPU(
+        name=name,
+        sm=f"sm_{major}{minor}",
+        num_sms=int(attrs["MultiProcessorCount"]),
+        max_threads_per_sm=int(attrs["MaxThreadsPerMultiProcessor"]),
+        max_blocks_per_sm=int(attrs.get("MaxBlocksPerMultiprocessor", 32)),
+        regs_per_sm=int(attrs["MaxRegistersPerMultiprocessor"]),
+        smem_per_sm=int(attrs["MaxSharedMemoryPerMultiprocessor"]),
+        smem_reserved_per_block=int(props.get("reservedSharedMemPerBlock", 0)),
+    )
+
+
+def _round_up(v: int, g: int) -> int:
+    return -(-v // g) * g
+
+
+def occupancy(gpu: GPU, threads_per_block: int, regs_per_thread: int = 0, smem_per_block: int = 0) -> int:
+    """Thread blocks of one kernel resident per SM (what cudaOccupancyMaxActiveBlocksPerMultiprocessor
+    returns, up to the allocation granularities above).  0 means the block does not fit at all."""
+    if threads_per_block <= 0:
+        raise ValueError("threads per block must be positive")
+    warps = -(-threads_per_block // 32)
+    limits = [gpu.max_blocks_per_sm, gpu.max_warps_per_sm // warps]
+    if regs_per_thread > 0:
+        regs_per_warp = _round_up(regs_per_thread * 32, 256)
+        limits.append((gpu.regs_per_sm // regs_per_warp) // warps)
+    if smem_per_block > 0 or gpu.smem_reserved_per_block:
+        per_block = _round_up(smem_per_block, 128) + gpu.smem_reserved_per_block
+        limits.append(gpu.smem_per_sm // per_block)
+    return max(min(limits), 0)

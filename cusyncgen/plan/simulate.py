@@ -1,0 +1,267 @@
+"""Wave-level discrete-event simulation of a chain of tile kernels.
+
+Input model (plain data, independent of the compiler's IR)
+----------------------------------------------------------
+A :class:`Chain` is a list of :class:`Stage` s in launch order plus the semaphores between them.
+
+- A stage has ``num_tiles`` thread blocks (one tile each), an ``occupancy`` (blocks per SM), a
+  ``tile_time`` (the time one block takes when it never waits), an optional processing ``order``
+  (``order[ticket]`` is the tile the ``ticket``-th dispatched block computes, the runtime's
+  ``stage.start()`` with a custom order; ``None`` = the block computes its own index, row-major)
+  and, per tile, the semaphores it posts (``posts[tile]``, +1 each when the tile is done) and the
+  semaphores it waits on (``waits[tile]``: a list of *steps*; before step ``i`` the block waits until
+  every semaphore of ``waits[tile][i]`` has reached its value; each step takes
+  ``tile_time / len(steps)``).  A GeMM consumer whose main loop waits for the producer tile of each
+  K-step before loading it has one step per producer tile (the ``kstep`` model); the ``block`` model
+  puts every semaphore into one step, so the whole tile runs once all dependencies are posted.
+- ``sem_values[key]`` is the value a semaphore must reach (the number of producer tiles posting it).
+
+Machine model
+-------------
+``num_sms`` SMs.  A block of a stage with occupancy ``o`` takes ``1/o`` of an SM (integer units of
+``lcm`` of all occupancies).  Blocks are dispatched strictly in queue order (head-of-line: a block
+that does not fit blocks the ones after it), each to the SM with the most free capacity (lowest
+index on ties), as soon as capacity frees up.  A dispatched block holds its share of the SM until
+it finishes, including while it waits on a semaphore.  The queue order is the launch ordering:
+
+- ``ordered``: all blocks of stage 0, then of stage 1, ...  (what the wait-kernel and PDL enforce:
+  every producer block is dispatched before any consumer block);
+- ``reversed``: the last stage's blocks first (the worst case without an ordering mechanism: the
+  consumer kernel is scheduled before its producer);
+- ``stream``: ``ordered``, and a stage's blocks are dispatched only after every block of the
+  previous stage has finished (StreamSync).
+
+Deadlock: when no block is running and some block is still waiting or undispatched, nothing can
+ever change again; :func:`simulate` returns ``deadlock=True`` with the state instead of looping.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Hashable, Sequence
+
+Sem = Hashable
+
+LAUNCH_MODES = ("ordered", "reversed", "stream")
+
+
+@dataclass
+class Stage:
+    name: str
+    num_tiles: int
+    occupancy: int = 1
+    tile_time: float = 1.0
+    order: Sequence[int] | None = None
+    posts: Sequence[Sequence[Sem]] | None = None
+    waits: Sequence[Sequence[Sequence[Sem]]] | None = None
+
+    def tile_of_ticket(self, ticket: int) -> int:
+        return ticket if self.order is None else self.order[ticket]
+
+    def steps(self, tile: int) -> Sequence[Sequence[Sem]]:
+        if self.waits is None:
+            return ()
+        return self.waits[tile]
+
+    def posts_of(self, tile: int) -> Sequence[Sem]:
+        if self.posts is None:
+            return ()
+        return self.posts[tile]
+
+
+@dataclass
+class Chain:
+    stages: list[Stage]
+    sem_values: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        names = set()
+        posted: dict = {}
+        for s in self.stages:
+            if s.name in names:
+                raise ValueError(f"duplicate stage name {s.name!r}")
+            names.add(s.name)
+            if s.num_tiles <= 0:
+                raise ValueError(f"stage {s.name}: needs at least one tile")
+            if s.occupancy <= 0:
+                raise ValueError(f"stage {s.name}: occupancy must be >= 1")
+            if not (s.tile_time > 0) or math.isinf(s.tile_time):
+                raise ValueError(f"stage {s.name}: tile time must be positive")
+            if s.order is not None and sorted(s.order) != list(range(s.num_tiles)):
+                raise ValueError(f"stage {s.name}: order is not a permutation of its tiles")
+            for t in range(s.num_tiles):
+                for k in s.posts_of(t):
+                    posted[k] = posted.get(k, 0) + 1
+        for k, v in self.sem_values.items():
+            if posted.get(k, 0) < v:
+                raise ValueError(f"semaphore {k!r} needs {v} posts but only {posted.get(k, 0)} tiles post it")
+        for s in self.stages:
+            for t in range(s.num_tiles):
+                for step in s.steps(t):
+                    for k in step:
+                        if k not in self.sem_values:
+                            raise ValueError(f"stage {s.name} tile {t} waits on unknown semaphore {k!r}")
+
+
+@dataclass
+class SimResult:
+    time: float
+    deadlock: bool = False
+    finished_blocks: int = 0
+    total_blocks: int = 0
+    waiting_blocks: int = 0
+    undispatched_blocks: int = 0
+    stage_end: dict = field(default_factory=dict)
+    wait_time: float = 0.0      # block-time spent holding a slot while waiting on semaphores
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "time": self.time, "deadlock": self.deadlock, "finished_blocks": self.finished_blocks,
+            "total_blocks": self.total_blocks, "waiting_blocks": self.waiting_blocks,
+            "undispatched_blocks": self.undispatched_blocks, "stage_end": dict(self.stage_end),
+            "wait_time": self.wait_time, "note": self.note,
+        }
+
+
+class _Block:
+    __slots__ = ("stage", "tile", "steps", "step", "units", "sm", "since", "dur")
+
+    def __init__(self, stage: int, tile: int, steps, units: int, sm: int, dur: float):
+        self.stage, self.tile, self.steps, self.step = stage, tile, steps, 0
+        self.units, self.sm, self.since, self.dur = units, sm, 0.0, dur
+
+
+def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: bool = False) -> SimResult:
+    """Run the chain; see the module docstring.  ``unlimited=True`` gives every block its own SM
+    (infinite machine: the result is the critical path)."""
+    if launch not in LAUNCH_MODES:
+        raise ValueError(f"unknown launch mode {launch!r}")
+    stages = chain.stages
+    total = sum(s.num_tiles for s in stages)
+    if unlimited:
+        num_sms = total
+    if num_sms <= 0:
+        raise ValueError("num_sms must be positive")
+    cap = 1
+    for s in stages:
+        cap = cap * s.occupancy // math.gcd(cap, s.occupancy)
+    free = [cap] * num_sms
+    # dispatch queue: (stage index, ticket)
+    stage_seq = list(range(len(stages)))
+    if launch == "reversed":
+        stage_seq.reverse()
+    queue = [(si, k) for si in stage_seq for k in range(stages[si].num_tiles)]
+    qpos = 0
+    counts: dict = {k: 0 for k in chain.sem_values}
+    values = chain.sem_values
+    waiters: dict = {}
+    events: list = []   # (time, seq, block)
+    seq = 0
+    now = 0.0
+    done_per_stage = [0] * len(stages)
+    stage_end: dict = {}
+    finished = 0
+    waiting = 0
+    wait_time = 0.0
+
+    def ready_steps(b: _Block) -> int:
+        n = 0
+        for step in b.steps[b.step:]:
+            for k in step:
+                if counts[k] < values[k]:
+                    return n
+            n += 1
+        return n
+
+    def advance(b: _Block) -> None:
+        """Run as many ready steps as possible, or park the block on its first unposted semaphore."""
+        nonlocal seq, waiting
+        nsteps = len(b.steps)
+        if nsteps == 0:
+            heapq.heappush(events, (now + b.dur, seq, b))
+            seq += 1
+            return
+        n = ready_steps(b)
+        if n == 0:
+            for k in b.steps[b.step]:
+                if counts[k] < values[k]:
+                    waiters.setdefault(k, []).append(b)
+                    break
+            b.since = now
+            waiting += 1
+            return
+        b.step += n
+        heapq.heappush(events, (now + b.dur * n / nsteps, seq, b))
+        seq += 1
+
+    while True:
+        # dispatch in queue order while the head block fits
+        while qpos < len(queue):
+            si, ticket = queue[qpos]
+            if launch == "stream" and si > 0 and done_per_stage[si - 1] < stages[si - 1].num_tiles:
+                break
+            st = stages[si]
+            units = cap // st.occupancy
+            best = -1
+            if unlimited:
+                best = qpos
+            else:
+                bf = units - 1
+                for i, f in enumerate(free):
+                    if f > bf:
+                        best, bf = i, f
+                        if f == cap:
+                            break
+                if best < 0:
+                    break
+                free[best] -= units
+            qpos += 1
+            tile = st.tile_of_ticket(ticket)
+            b = _Block(si, tile, st.steps(tile), units, best, st.tile_time)
+            if b.steps and b.step < len(b.steps):
+                advance(b)
+            else:
+                heapq.heappush(events, (now + b.dur, seq, b))
+                seq += 1
+        if not events:
+            break
+        now, _, b = heapq.heappop(events)
+        if b.step < len(b.steps):   # finished some steps, more to go
+            advance(b)
+            continue
+        # block done
+        finished += 1
+        if not unlimited:
+            free[b.sm] += b.units
+        done_per_stage[b.stage] += 1
+        if done_per_stage[b.stage] == stages[b.stage].num_tiles:
+            stage_end[stages[b.stage].name] = now
+        for k in stages[b.stage].posts_of(b.tile):
+            counts[k] += 1
+            if counts[k] == values.get(k, -1) and k in waiters:
+                for w in waiters.pop(k):
+                    waiting -= 1
+                    wait_time += now - w.since
+                    advance(w)
+    res = SimResult(time=now, finished_blocks=finished, total_blocks=total, stage_end=stage_end, wait_time=wait_time)
+    if finished < total:
+        res.deadlock = True
+        res.waiting_blocks = waiting
+        res.undispatched_blocks = len(queue) - qpos
+        res.note = (f"deadlock at t={now:g}: {waiting} dispatched blocks wait on semaphores that no running "
+                    f"block will post, {len(queue) - qpos} blocks cannot be dispatched")
+    return res
+
+
+def critical_path(chain: Chain) -> float:
+    """The finish time on an infinite machine (every block dispatched at time 0)."""
+    return simulate(chain, 1, "ordered", unlimited=True).time
+
+
+def stream_sync_time(chain: Chain, num_sms: int) -> SimResult:
+    """StreamSync: the stages one after the other on one stream, no semaphores."""
+    bare = Chain([Stage(s.name, s.num_tiles, s.occupancy, s.tile_time, None, None, None) for s in chain.stages], {})
+    return simulate(bare, num_sms, "stream")
