@@ -1,0 +1,104 @@
+"""ProgramIR (cusyncgen/ir.py, see docs/design.md) -> the planner's ChainSpec.
+
+Uses only the documented reference model: ``program.grids`` (GridIR: name, extent, num_tiles),
+``program.orders`` (OrderIR: grid, tile(linear)), ``program.policies`` (PolicyIR: dep, consumer,
+producer, name, sem(tile), value(tile)) and ``program.producer_tiles(dep, consumer_tile)``.
+Tiles are linearized row-major (x fastest), the block index order of the hardware.
+"""
+
+from __future__ import annotations
+
+from .model import ChainSpec, DepSpec, GridSpec, PolicySpec
+
+
+class AdapterError(ValueError):
+    pass
+
+
+def _values(obj):
+    if obj is None:
+        return []
+    if isinstance(obj, dict):
+        return list(obj.values())
+    return list(obj)
+
+
+def _extent(g) -> tuple[int, int, int]:
+    ext = tuple(int(v) for v in g.extent)
+    return ext + (1,) * (3 - len(ext))
+
+
+def _topo(grids: list, edges: set[tuple[str, str]]) -> list:
+    """Grids in launch order: producers before consumers, else declaration order."""
+    names = [g.name for g in grids]
+    indeg = {n: 0 for n in names}
+    for p, c in edges:
+        indeg[c] += 1
+    out, ready = [], [n for n in names if indeg[n] == 0]
+    while ready:
+        n = ready.pop(0)
+        out.append(n)
+        for p, c in sorted(edges, key=lambda e: names.index(e[1])):
+            if p == n:
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    ready.append(c)
+                    ready.sort(key=names.index)
+    if len(out) != len(names):
+        raise AdapterError("the dependencies between grids form a cycle")
+    by = {g.name: g for g in grids}
+    return [by[n] for n in out]
+
+
+def spec_from_program(program, occupancy: dict | None = None, tile_time: dict | None = None,
+                      source: str = "") -> ChainSpec:
+    occupancy = occupancy or {}
+    tile_time = tile_time or {}
+    grids_ir = _values(program.grids)
+    names = {g.name for g in grids_ir}
+    for opt, d in (("--occupancy", occupancy), ("--tile-time", tile_time)):
+        for k in d:
+            if k not in names:
+                raise AdapterError(f"{opt}: no grid named '{k}' (grids: {', '.join(sorted(names))})")
+    orders = {o.grid if isinstance(o.grid, str) else o.grid.name: o for o in _values(getattr(program, "orders", None))}
+    specs: dict[str, GridSpec] = {}
+    for g in grids_ir:
+        ext = _extent(g)
+        occ = occupancy.get(g.name, getattr(g, "occupancy", None) or 1)
+        gs = GridSpec(g.name, ext, int(occ), float(tile_time.get(g.name, 1.0)))
+        o = orders.get(g.name)
+        if o is not None:
+            gs.order = [gs.linear(o.tile(i)) for i in range(gs.num_tiles)]
+            if not gs.has_custom_order:
+                gs.order = None
+        specs[g.name] = gs
+    # one DepSpec per (dep, producer)
+    groups: dict[tuple[str, str], list] = {}
+    for pol in _values(program.policies):
+        prod = pol.producer if isinstance(pol.producer, str) else pol.producer.name
+        groups.setdefault((pol.dep, prod), []).append(pol)
+    producers_of_dep: dict[str, list[str]] = {}
+    for dep, prod in groups:
+        producers_of_dep.setdefault(dep, []).append(prod)
+    deps: list[DepSpec] = []
+    for (dep, prod), pols in groups.items():
+        cons = pols[0].consumer if isinstance(pols[0].consumer, str) else pols[0].consumer.name
+        cg, pg = specs[cons], specs[prod]
+        waits = []
+        for c in range(cg.num_tiles):
+            tiles = []
+            for item in program.producer_tiles(dep, cg.tile(c)):
+                if len(item) == 2 and isinstance(item[0], str):   # (grid name, tile)
+                    if item[0] != prod:
+                        continue
+                    item = item[1]
+                elif len(producers_of_dep[dep]) > 1:
+                    raise AdapterError(f"dep {dep}: producer_tiles does not say which of "
+                                       f"{producers_of_dep[dep]} a tile belongs to")
+                tiles.append(pg.linear(tuple(item)))
+            waits.append(tiles)
+        policies = [PolicySpec(p.name, [int(p.sem(pg.tile(t))) for t in range(pg.num_tiles)],
+                               [int(p.value(pg.tile(t))) for t in range(pg.num_tiles)]) for p in pols]
+        deps.append(DepSpec(dep if len(producers_of_dep[dep]) == 1 else f"{dep}[{prod}]", cons, prod, waits, policies))
+    order = _topo(list(specs.values()), {(d.producer, d.consumer) for d in deps})
+    return ChainSpec(order, deps, source=source)

@@ -1,0 +1,144 @@
+"""``cusyncgen plan``: wave table, simulated policies and the W/T decisions for a .dep program.
+
+    cusyncgen plan FILE.dep [-D N=V ...] [--gpu v100|a100|h100|h200|auto]
+                   [--occupancy GRID=BLOCKS_PER_SM ...] [--tile-time GRID=US ...]
+                   [--model kstep|block] [--json]
+    cusyncgen plan --paper [--gpu v100] [--model kstep|block]   # Table I / IV reproduction
+
+Bad input prints ``cusyncgen plan: error: ...`` (or the compiler's ``file:line:col: error:``)
+and exits 1, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .gpus import GPUError, get_gpu
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # exit 1 with our own message instead of argparse's exit 2
+        raise _UsageError(message)
+
+
+def _kv(items: list[str], what: str, conv):
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise _UsageError(f"{what}: expected NAME=VALUE, got '{item}'")
+        k, v = item.split("=", 1)
+        k = k.strip()
+        if not k:
+            raise _UsageError(f"{what}: empty name in '{item}'")
+        try:
+            val = conv(v)
+        except ValueError:
+            raise _UsageError(f"{what}: '{v}' is not a valid value for {k}") from None
+        out[k] = val
+    return out
+
+
+def _pos_int(v: str) -> int:
+    n = int(v)
+    if n <= 0:
+        raise ValueError(v)
+    return n
+
+
+def _pos_float(v: str) -> float:
+    f = float(v)
+    if not (f > 0) or f == float("inf"):
+        raise ValueError(v)
+    return f
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="cusyncgen plan", description="Wave model and policy simulation for a .dep program")
+    p.add_argument("file", nargs="?", help=".dep file")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="N=V", help="set a Param")
+    p.add_argument("--gpu", default="h100", help="v100, a100, h100, h200 or auto (CuPy); default h100")
+    p.add_argument("--occupancy", action="append", default=[], metavar="GRID=BLOCKS_PER_SM")
+    p.add_argument("--tile-time", action="append", default=[], metavar="GRID=US")
+    p.add_argument("--model", choices=["kstep", "block"], default="kstep",
+                   help="kstep: a consumer waits before each producer tile it loads (default); "
+                        "block: a consumer tile starts once all its producer tiles are posted")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--paper", action="store_true", help="reproduce the paper's Tables I and IV (V100)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(argv)
+        gpu = get_gpu(args.gpu)
+        if args.paper:
+            from .paper import render_paper, reproduce_table1, reproduce_table4
+            if args.json:
+                print(json.dumps({"table1": reproduce_table1(gpu.num_sms),
+                                  "table4": reproduce_table4(gpu.num_sms, args.model)}, indent=2, default=list))
+            else:
+                print(render_paper(gpu.num_sms, args.model))
+            return 0
+        if not args.file:
+            raise _UsageError("missing FILE.dep (or --paper)")
+        params = _kv(args.defines, "-D", int)
+        occ = _kv(args.occupancy, "--occupancy", _pos_int)
+        tt = _kv(args.tile_time, "--tile-time", _pos_float)
+        return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json)
+    except _UsageError as e:
+        print(f"cusyncgen plan: error: {e}", file=sys.stderr)
+        return 1
+    except GPUError as e:
+        print(f"cusyncgen plan: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _plan_file(path, params, gpu, occ, tt, model, as_json) -> int:
+    import os
+
+    from .adapter import AdapterError, spec_from_program
+    from .planner import make_plan
+    from .report import render
+    try:
+        from cusyncgen.errors import CusyncError
+    except ImportError:  # pragma: no cover
+        CusyncError = ValueError  # type: ignore
+    if not os.path.isfile(path):
+        print(f"cusyncgen plan: error: cannot read '{path}': no such file", file=sys.stderr)
+        return 1
+    try:
+        import cusyncgen
+        compile_ = getattr(cusyncgen, "compile", None)
+        if compile_ is None:
+            print("cusyncgen plan: error: this cusyncgen has no compiler (cusyncgen.compile)", file=sys.stderr)
+            return 1
+        result = compile_(path, params=params)
+        program = getattr(result, "program", result)
+        spec = spec_from_program(program, occ, tt, source=os.path.basename(path)
+                                 + "".join(f" -D {k}={v}" for k, v in params.items()))
+        plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile")
+    except CusyncError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except (AdapterError, ValueError) as e:
+        print(f"cusyncgen plan: error: {e}", file=sys.stderr)
+        return 1
+    if tt and len(tt) != len(spec.grids):
+        missing = [g.name for g in spec.grids if g.name not in tt]
+        print(f"cusyncgen plan: note: no --tile-time for {', '.join(missing)}: 1.0 used, times are not in us",
+              file=sys.stderr)
+    if not any(g.name in occ for g in spec.grids):
+        print("cusyncgen plan: note: no --occupancy given: 1 block per SM assumed for every grid", file=sys.stderr)
+    print(json.dumps(plan, indent=2, default=list) if as_json else render(plan))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
