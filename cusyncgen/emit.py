@@ -1,0 +1,248 @@
+"""Emission: ProgramIR -> the CUDA header (templates/header.h.j2) and the JSON views.
+
+Every number and C++ expression is computed here in Python; the template only loops and branches.
+This is the only module that imports jinja2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import jinja2
+
+from cusyncgen import ir
+
+AXES = ir.AXES
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    from cusyncgen import data_path
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_path("templates"))),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+# ---- C++ expressions --------------------------------------------------------------------------
+
+def cxx(e: ir.Expr) -> str:
+    """C++ text of an index expression over ``c.x``, ``c.y``, ``c.z`` and loop variables."""
+    if isinstance(e, ir.Const):
+        return str(e.value)
+    if isinstance(e, ir.Var):
+        return e.name
+    if isinstance(e, ir.Add):
+        out = ""
+        for i, t in enumerate(e.terms):
+            neg, body = _signed(t)
+            if i == 0:
+                out = ("-" if neg else "") + body
+            else:
+                out += (" - " if neg else " + ") + body
+        return out
+    if isinstance(e, ir.Mul):
+        neg, body = _signed(e)
+        return ("-" if neg else "") + body
+    if isinstance(e, ir.FloorDiv):
+        if e.nonneg:
+            return f"{_atom(e.arg)} / {e.k}"
+        return f"cusyncgen_floordiv({cxx(e.arg)}, {e.k})"
+    if isinstance(e, ir.Mod):
+        if e.nonneg:
+            return f"{_atom(e.arg)} % {e.k}"
+        return f"cusyncgen_floormod({cxx(e.arg)}, {e.k})"
+    raise TypeError(e)
+
+
+def _atom(e: ir.Expr) -> str:
+    text = cxx(e)
+    simple = isinstance(e, ir.Var) or (isinstance(e, ir.Const) and e.value >= 0)
+    return text if simple else f"({text})"
+
+
+def _signed(t: ir.Expr) -> tuple:
+    """(is negative, text of the absolute value) of one term of a sum."""
+    if isinstance(t, ir.Const):
+        return t.value < 0, str(abs(t.value))
+    if isinstance(t, ir.Mul):
+        c = abs(t.coef)
+        body = _atom(t.arg) if c == 1 else f"{c} * {_atom(t.arg)}"
+        return t.coef < 0, body
+    return False, cxx(t)
+
+
+def _needs_floor(e: ir.Expr) -> bool:
+    if isinstance(e, (ir.FloorDiv, ir.Mod)):
+        return not e.nonneg or _needs_floor(e.arg)
+    if isinstance(e, ir.Add):
+        return any(_needs_floor(t) for t in e.terms)
+    if isinstance(e, ir.Mul):
+        return _needs_floor(e.arg)
+    return False
+
+
+def _sum(terms: list) -> str:
+    terms = [t for t in terms if t]
+    return " + ".join(terms) if terms else "0"
+
+
+# ---- orders -------------------------------------------------------------------------------------
+
+def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
+    X, Y, Z = g.extent
+    r = {"x": "0" if X == 1 else ("linear" if Y * Z == 1 else f"linear % {X}"),
+         "y": "0", "z": "0" if Z == 1 else ("linear" if X * Y == 1 else f"linear / {X * Y}")}
+    if Y > 1:
+        base = "linear" if X == 1 else f"linear / {X}"
+        r["y"] = f"{base} % {Y}" if Z > 1 else base
+    lines, coords, lin = [], [], []
+    for a, ax in enumerate(AXES):
+        if o.group_dim == ax:
+            lines.append(f"const int r{ax} = {r[ax]};")
+            coords.append(f"r{ax} / {o.group_count} + r{ax} % {o.group_count} * {o.group_stride}")
+            s = o.group_stride
+            lin.append(f"(t.{ax} % {s} * {o.group_count} + t.{ax} / {s})")
+        else:
+            coords.append(r[ax])
+            lin.append(f"t.{ax}" if g.extent[a] > 1 else "")
+    lines.append(f"return cusync::Tile{{{', '.join(coords)}}};")
+    terms = [lin[0], f"{X} * {lin[1]}" if lin[1] else "", f"{X * Y} * {lin[2]}" if lin[2] else ""]
+    if X == 1 and lin[1]:
+        terms[1] = lin[1]
+    if X * Y == 1 and lin[2]:
+        terms[2] = lin[2]
+    if o.group_dim:
+        comment = (f"the {o.group_count} tiles t, t+{o.group_stride}, ... along {o.group_dim} "
+                   f"that one consumer tile reads are consecutive")
+    else:
+        comment = "row-major (x fastest, then y, then z)"
+    return {"name": g.name, "X": X, "Y": Y, "Z": Z, "num_tiles": g.num_tiles,
+            "tile_lines": lines, "linear_expr": _sum(terms), "order_comment": comment}
+
+
+# ---- policies -----------------------------------------------------------------------------------
+
+def _coord(d: ir.DimMap, ax: str) -> str:
+    if d.kind == "tile":
+        return f"t.{ax}"
+    if d.kind == "all":
+        return ""
+    if d.kind == "mod":
+        return f"t.{ax} % {d.param}"
+    return f"t.{ax} / {d.param}"
+
+
+def _group(d: ir.DimMap, ax: str, E: int):
+    """Group size of one dim: an int or a C++ expression."""
+    if d.kind == "tile":
+        return 1
+    if d.kind == "all":
+        return E
+    if d.kind == "mod":
+        s = d.param
+        return E // s if E % s == 0 else f"({E // s} + (t.{ax} % {s} < {E % s} ? 1 : 0))"
+    k = d.param
+    return k if E % k == 0 else f"(t.{ax} / {k} < {E // k} ? {k} : {E % k})"
+
+
+def _policy_view(p: ir.PolicyIR) -> dict:
+    terms, radix = [], 1
+    for d, ax, E in zip(p.dims, AXES, p.producer_extent):
+        c = _coord(d, ax)
+        if c and E > 1:
+            if radix == 1:
+                terms.append(c)
+            else:
+                terms.append(f"{radix} * {'(' + c + ')' if d.kind != 'tile' else c}")
+        radix *= d.extent(E)
+    const, exprs = 1, []
+    for d, ax, E in zip(p.dims, AXES, p.producer_extent):
+        g = _group(d, ax, E)
+        if isinstance(g, int):
+            const *= g
+        else:
+            exprs.append(g)
+    value = " * ".join(([str(const)] if const != 1 or not exprs else []) + exprs)
+    desc = ", ".join(f"{ax}: {_describe(d)}" for d, ax, E in zip(p.dims, AXES, p.producer_extent)
+                     if E > 1) or "a single tile"
+    return {"struct": p.struct_name, "num_sems": p.num_sems, "sem": _sum(terms), "value": value,
+            "comment": f"{p.name}: {desc}"}
+
+
+def _describe(d: ir.DimMap) -> str:
+    return {"tile": "one semaphore per tile", "all": "one semaphore for the whole dim",
+            "mod": f"tiles t % {d.param} share a semaphore",
+            "div": f"tiles t / {d.param} share a semaphore"}[d.kind]
+
+
+# ---- waits --------------------------------------------------------------------------------------
+
+def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
+    branches, off = [], 0
+    for ts in prod.tilesets:
+        lines = []
+        j = "i" if off == 0 else f"(i - {off})"
+        inner = 1
+        for n, lp in enumerate(reversed(ts.loops)):
+            outermost = n == len(ts.loops) - 1
+            val = j if inner == 1 else f"{j} / {inner}"
+            if not outermost:
+                val = f"{val} % {lp.count}" if inner == 1 else f"({val}) % {lp.count}"
+            lines.append(f"const int {lp.var} = {str(lp.lo) + ' + ' if lp.lo else ''}{val};")
+            inner *= lp.count
+        lines.reverse()
+        off += ts.count
+        branches.append({"end": off, "lines": lines, "comment": ts.text,
+                         "tile": ", ".join(cxx(e) for e in ts.index)})
+    return {"struct": f"{dep.name}_{prod.grid}_waits", "producer": prod.grid,
+            "count": prod.count, "branches": branches}
+
+
+def header(program: ir.ProgramIR, namespace: str | None = None) -> str:
+    """The CUDA header text of ``program`` (docs/design.md, "The generated header")."""
+    ns = namespace or program.name
+    with_text = ""
+    if program.overrides:
+        with_text = " with " + ", ".join(f"{n}={v}" for n, v in program.overrides)
+    needs_floor = any(_needs_floor(e) for d in program.deps for p in d.producers
+                      for ts in p.tilesets for e in ts.index)
+    grids = [_order_view(g, program.order(g.name)) for g in program.grids]
+    deps = []
+    for d in program.deps:
+        deps.append({
+            "name": d.name, "consumer": d.consumer,
+            "producers": " and ".join(p.grid for p in d.producers),
+            "policies": [_policy_view(p) for prod in d.producers
+                         for p in program.policies_of(d.name, prod.grid)],
+            "waits": [_waits_view(d, p) for p in d.producers],
+        })
+    return _env().get_template("header.h.j2").render(
+        source=program.source, with_text=with_text, namespace=ns, needs_floor=needs_floor,
+        grids=grids, deps=deps)
+
+
+# ---- JSON views ---------------------------------------------------------------------------------
+
+def deps_json(program: ir.ProgramIR) -> str:
+    grids = {g.name: list(g.extent) for g in program.grids}
+    edges = [[c, list(ct), p, list(pt)] for c, ct, p, pt in program.edges()]
+    return json.dumps({"grids": grids, "edges": edges}) + "\n"
+
+
+def policies_json(program: ir.ProgramIR) -> str:
+    out = []
+    for p in program.policies:
+        tiles = [[list(t), p.sem(t), p.value(t)] for t in ir.product_tiles(p.producer_extent)]
+        out.append({"dep": p.dep, "consumer": p.consumer, "producer": p.producer,
+                    "name": p.name, "num_sems": p.num_sems, "tiles": tiles})
+    return json.dumps({"policies": out}) + "\n"
+
+
+def order_json(program: ir.ProgramIR) -> str:
+    orders = {o.grid: [list(o.tile(i)) for i in range(o.num_tiles)] for o in program.orders}
+    return json.dumps({"orders": orders}) + "\n"
+
+

@@ -1,0 +1,93 @@
+"""User-facing errors of every stage: one base class, one subclass per kind of failure.
+
+``str(err)`` is ``file.dep:7:14: error: <message>`` followed by the source line and a caret line
+(``^~~~`` under the offending span), so a CLI can print it verbatim.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cusyncgen.syntax import Span
+
+
+class CusyncError(Exception):
+    """Base class of every error caused by user input (a .dep file, -D values, DSL objects)."""
+
+    kind = "error"
+
+    def __init__(self, message: str, span: "Span | None" = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+    def __str__(self) -> str:
+        span = self.span
+        if span is None:
+            return f"cusyncgen: error: {self.message}"
+        head = f"{span.file}:{span.line}:{span.col}: error: {self.message}"
+        text = span.line_text
+        if text is None:
+            return head
+        text = text.expandtabs(1).rstrip("\n")
+        start = max(span.col - 1, 0)
+        if span.end_line == span.line:
+            width = max(span.end_col - span.col, 1)
+        else:
+            width = max(len(text) - start, 1)
+        width = max(min(width, len(text) - start), 1)
+        caret = " " * start + "^" + "~" * (width - 1)
+        return f"{head}\n{text}\n{caret}"
+
+
+class ParseError(CusyncError):
+    """The text is not a .dep program (a syntax error)."""
+
+
+class UnknownNameError(CusyncError):
+    """A name is used before it is declared, or never declared."""
+
+
+class DuplicateNameError(CusyncError):
+    """A name is declared twice."""
+
+
+class KindError(CusyncError):
+    """A name of the wrong kind is used (a Grid where a Dim is expected, ...)."""
+
+
+class MissingParamError(CusyncError):
+    """A Param has no default and no -D value."""
+
+
+class InexactDivisionError(CusyncError):
+    """``/`` in a grid extent or Param value does not divide exactly."""
+
+
+class NotAffineError(CusyncError):
+    """A tile index is not quasi-affine in the dims (x*y, division by a dim, ...)."""
+
+
+class DimNotInGridError(CusyncError):
+    """A tile uses a dim that its grid does not declare."""
+
+
+class OutOfBoundsError(CusyncError):
+    """A producer tile index leaves its grid for some consumer tile."""
+
+
+class CyclicDependencyError(CusyncError):
+    """The Deps form a cycle between grids."""
+
+
+class ValueRangeError(CusyncError):
+    """A value is outside what the generated code supports (non-positive extent, int overflow, ...)."""
+
+
+class ArityError(CusyncError):
+    """Wrong number of dims, extents or tile indices."""
+
+
+class SoundnessError(CusyncError):
+    """``cusyncgen check`` found a policy or order that is not sound (a compiler bug)."""
