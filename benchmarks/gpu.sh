@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU path in one command, for an H100/H200 machine that has CUDA, CuPy and PyTorch but may
+# lack lark and nvidia-cutlass and any package index:
+#   bash benchmarks/gpu.sh [tests|bench|all]      (default: all)
+# Installs the wheels carried in .whl/ (if any) into /tmp/site, compiles every module in
+# parallel into the cache, runs the GPU tests, then the benchmarks. One log (run.log) and the
+# results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+OUT=${OUT:-benchmarks/results/latest}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export CUSYNCGEN_CACHE=${CUSYNCGEN_CACHE:-$PWD/.cache/cusyncgen}
+export PYTHONUNBUFFERED=1
+LOG="$OUT/run.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG"
+status=0
+$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" 2>&1 | tee -a "$LOG" || status=1
+if [ "$what" != bench ]; then
+  timeout 420 $PY -m pytest -m gpu tests -q -rs -p no:cacheprovider 2>&1 | tee -a "$LOG"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ "$what" != tests ]; then
+  timeout 120 $PY -m cusyncgen.cuda.bench overhead -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+  timeout 600 $PY -m cusyncgen.cuda.bench mlp -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+fi
+exit $status

@@ -1,0 +1,27 @@
+"""GPU side of cusyncgen: build modules from generated headers and run synchronized kernels.
+
+Needs CuPy and cuda.bindings (the `cuda` extra) and a CUDA GPU; everything else in cusyncgen works
+without them. Import the submodules you need (`cusyncgen.cuda.mlp`, `...overhead`, `...bench`);
+`available()` says whether this machine can run them, and why not.
+"""
+from __future__ import annotations
+
+
+def available() -> tuple[bool, str]:
+    try:
+        import cupy
+    except ImportError:
+        return False, "CuPy is not installed (pip install -e .[cuda])"
+    try:
+        from cuda.bindings import driver  # noqa: F401
+    except ImportError:
+        try:
+            from cuda import cuda  # noqa: F401
+        except ImportError:
+            return False, "cuda.bindings (cuda-python) is not installed"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return False, "no CUDA GPU is visible"
+    except Exception as exc:  # CuPy raises CUDARuntimeError without a driver
+        return False, f"no usable CUDA GPU ({exc.__class__.__name__}: {exc})"
+    return True, ""

@@ -1,0 +1,248 @@
+"""`cusyncgen bench mlp|overhead`: time the synchronized MLPs against StreamSync, PDL and cuBLAS.
+
+For every model and M: StreamSync (the same kernels, stream order), PDL alone, every generated
+policy under each ordering/optimization, cuBLAS through PyTorch (plain and in a CUDA graph) and
+the roofline floor max(FLOPs/peak, bytes/bandwidth) with peak and bandwidth measured in this run.
+Every CuSync number is the median of >= 20 CUDA-graph replays rotating over three input sets, and
+every configuration's output is checked against a float32 reference on fresh random inputs.
+Writes JSON, markdown and a PNG under benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+SWEEP = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096]
+
+
+def configs_for(mlp) -> list:
+    from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
+    out = [STREAM_SYNC, PDL_ALONE]
+    w_ok = mlp.occupancy_ok_without_ordering()
+    for p in mlp.policy_names:
+        for reorder in (False, True):
+            out.append(Config(p, "waitkernel", True, reorder))
+            out.append(Config(p, "waitkernel", False, reorder))
+            out.append(Config(p, "pdl", True, reorder))
+            out.append(Config(p, "pdl", False, reorder))
+            if w_ok:
+                out.append(Config(p, "none", False, reorder))
+    return out
+
+
+def rel_err(z, ref) -> float:
+    import cupy
+    z32 = z.astype(cupy.float32)
+    if not bool(cupy.isfinite(z32).all()):
+        return math.inf
+    return float(cupy.linalg.norm(z32 - ref) / cupy.linalg.norm(ref))
+
+
+def bench_mlp(models, sweep, iters: int, out_dir: Path, progress=True) -> dict:
+    import cupy
+    import torch
+
+    from cusyncgen.cuda import baselines, driver, timing
+    from cusyncgen.cuda.mlp import MLP
+
+    dev = driver.device_name()
+    ceil = baselines.ceilings()
+    rows, gemm_rows = [], []
+    stream = cupy.cuda.Stream(non_blocking=True)
+    work = [(m, M) for m in models for M in sweep]
+    for i, (model, M) in enumerate(work):
+        t0 = time.time()
+        mlp = MLP(model, M)
+        sets = [mlp.buffers(seed=1000 * i + s) for s in range(3)]
+        outs = [mlp.outputs() for _ in sets]
+        x, w1, w2 = sets[0]
+        ref = mlp.reference(x, w1, w2)
+        base = None
+        for cfg in configs_for(mlp):
+            y, z = outs[0]
+            y.fill(cupy.nan)
+            z.fill(cupy.nan)
+            mlp.run(stream, cfg, x, w1, w2, y, z)
+            stream.synchronize()
+            err = rel_err(z, ref)
+            graphs = [timing.capture(lambda s, a=a, o=o: mlp.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
+            t = timing.median(timing.time_graphs(graphs, stream, iters=iters))
+            del graphs
+            base = base or t
+            rows.append({"model": model, "M": M, "config": cfg.name, "time_us": round(t, 2),
+                         "speedup_vs_streamsync": round(base / t, 4), "correct": err < 2e-2, "rel_err": err})
+        # cuBLAS through PyTorch, same shapes and data
+        tx, tw1, tw2 = (torch.from_dlpack(a) for a in (x, w1, w2))
+        F = mlp.model.K2
+
+        def torch_mlp():
+            yy = tx @ tw1.T
+            if mlp.model.swiglu:
+                h = torch.nn.functional.silu(yy[:, :F]) * yy[:, F:]
+            else:
+                h = torch.nn.functional.gelu(yy, approximate="tanh")
+            return h @ tw2.T
+
+        terr = rel_err(cupy.from_dlpack(torch_mlp()), ref)
+        for name, t in (("cuBLAS", baselines.time_eager(torch_mlp, iters)), ("cuBLAS+graph", baselines.graph_time(torch_mlp, iters))):
+            rows.append({"model": model, "M": M, "config": name, "time_us": round(t, 2),
+                         "speedup_vs_streamsync": round(base / t, 4), "correct": terr < 2e-2, "rel_err": terr})
+        m = mlp.model
+        flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
+        byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.N1 + M * m.N2)
+        floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
+        rows.append({"model": model, "M": M, "config": "floor", "time_us": round(floor, 2),
+                     "speedup_vs_streamsync": round(base / floor, 4), "correct": True, "rel_err": 0.0})
+        if M == max(sweep):
+            gemm_rows.append(gemm_throughput(mlp, sets[0], outs[0], stream, iters))
+        if progress:
+            best = max((r for r in rows if r["model"] == model and r["M"] == M and r["config"] not in ("floor",)
+                        and not r["config"].startswith("cuBLAS")), key=lambda r: r["speedup_vs_streamsync"])
+            print(f"[{i + 1}/{len(work)}] {model} M={M}: StreamSync {base:.1f} us, best {best['config']} "
+                  f"{best['time_us']:.1f} us ({best['speedup_vs_streamsync']:.3f}x) [{time.time() - t0:.0f} s]",
+                  file=sys.stderr, flush=True)
+        del mlp, sets, outs
+        cupy.get_default_memory_pool().free_all_blocks()
+    return {"device": dev, "workload": "mlp", "ceilings": ceil, "rows": rows, "gemm": gemm_rows}
+
+
+def gemm_throughput(mlp, bufs, outs, stream, iters) -> dict:
+    """The first GeMM alone (plain kernel) against cuBLAS on the same operands."""
+    import cupy
+    import torch
+
+    from cusyncgen.cuda import baselines, timing
+    from cusyncgen.cuda.mlp import _gemm_args
+
+    x, w1, _ = bufs
+    y, _ = outs
+    k1 = mlp.kernels[None][0]
+    a1 = _gemm_args(x, w1, y, mlp.M, mlp.model.N1, mlp.model.K1, 0)
+    args = mlp.plain[0].args()
+    g = timing.capture(lambda s: k1.launch(mlp.grid1, [a1, args], s), stream)
+    ours = timing.median(timing.time_graphs([g], stream, iters=iters))
+    tx, tw1 = torch.from_dlpack(x), torch.from_dlpack(w1)
+    cub = baselines.graph_time(lambda: tx @ tw1.T, iters)
+    flops = 2 * mlp.M * mlp.model.K1 * mlp.model.N1
+    return {"model": mlp.model_name, "M": mlp.M, "gemm": "first (plain, no epilogue difference)",
+            "ours_us": round(ours, 2), "cublas_us": round(cub, 2),
+            "ours_tflops": round(flops / ours / 1e6, 1), "cublas_tflops": round(flops / cub / 1e6, 1),
+            "tile": repr(mlp.tiles)}
+
+
+def slug(device: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+
+
+def markdown(result: dict) -> str:
+    rows = result["rows"]
+    lines = [f"# MLP: CuSync vs StreamSync vs cuBLAS on {result['device']}", "",
+             f"Measured ceilings in this run: fp16 matmul {result['ceilings']['peak_flops'] / 1e12:.0f} TFLOP/s, "
+             f"copy {result['ceilings']['bandwidth'] / 1e12:.2f} TB/s. Times: median of CUDA-graph replays, microseconds. "
+             "Speed-up is StreamSync time / config time (same kernels, same run).", ""]
+    for model in sorted({r["model"] for r in rows}):
+        lines += [f"## {model}", "",
+                  "| M | StreamSync | PDL | best CuSync config | time | speed-up | cuBLAS | cuBLAS+graph | floor | all correct |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for M in sorted({r["M"] for r in rows if r["model"] == model}):
+            rs = {r["config"]: r for r in rows if r["model"] == model and r["M"] == M}
+            cus = [r for c, r in rs.items() if c not in ("StreamSync", "PDL", "floor", "cuBLAS", "cuBLAS+graph") and r["correct"]]
+            best = max(cus, key=lambda r: r["speedup_vs_streamsync"])
+            ok = all(r["correct"] for r in rs.values())
+            lines.append(f"| {M} | {rs['StreamSync']['time_us']:.1f} | {rs['PDL']['time_us']:.1f} ({rs['PDL']['speedup_vs_streamsync']:.2f}x) | "
+                         f"{best['config']} | {best['time_us']:.1f} | {best['speedup_vs_streamsync']:.3f}x | "
+                         f"{rs['cuBLAS']['time_us']:.1f} | {rs['cuBLAS+graph']['time_us']:.1f} | {rs['floor']['time_us']:.1f} | {'yes' if ok else 'NO'} |")
+        lines.append("")
+    if result.get("gemm"):
+        lines += ["## GeMM throughput (first GeMM alone, plain kernel vs cuBLAS)", "",
+                  "| model | M | ours (us) | cuBLAS (us) | ours TFLOP/s | cuBLAS TFLOP/s | ours/cuBLAS |", "|---|---|---|---|---|---|---|"]
+        for g in result["gemm"]:
+            lines.append(f"| {g['model']} | {g['M']} | {g['ours_us']} | {g['cublas_us']} | {g['ours_tflops']} | {g['cublas_tflops']} | "
+                         f"{g['cublas_us'] / g['ours_us']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    models = sorted({r["model"] for r in rows})
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        Ms = sorted({r["M"] for r in rows if r["model"] == model})
+        families = {}
+        for r in rows:
+            if r["model"] != model or r["config"] in ("StreamSync", "floor"):
+                continue
+            fam = r["config"].split("+")[0] if not r["config"].startswith("cuBLAS") else r["config"]
+            families.setdefault(fam, {}).setdefault(r["M"], []).append(r["speedup_vs_streamsync"] if r["correct"] else 0)
+        for fam, by_m in sorted(families.items()):
+            ax.plot(range(len(Ms)), [max(by_m.get(M, [math.nan])) for M in Ms], marker="o", label=fam)
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.set_xticks(range(len(Ms)), [str(M) for M in Ms])
+        ax.set_xlabel("M = B x S")
+        ax.set_ylabel("speed-up over StreamSync (best variant)")
+        ax.set_title(f"{model} MLP, {result['device']}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write(result: dict, out_dir: Path, stem: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js = out_dir / f"{stem}.json"
+    js.write_text(json.dumps(result, indent=1) + "\n")
+    paths = [js]
+    if result["workload"] == "mlp":
+        md = out_dir / f"{stem}.md"
+        md.write_text(markdown(result) + "\n")
+        png = out_dir / f"{stem}.png"
+        try:
+            plot(result, png)
+            paths.append(png)
+        except ImportError:
+            print("matplotlib is missing: no plot", file=sys.stderr)
+        paths.append(md)
+    return paths
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="cusyncgen bench", description=__doc__.splitlines()[0])
+    ap.add_argument("workload", choices=["mlp", "overhead"])
+    ap.add_argument("--models", default="gpt3,llama")
+    ap.add_argument("--M", default=",".join(map(str, SWEEP)), help="comma-separated M = B x S values")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    from cusyncgen.cuda import available
+    ok, why = available()
+    if not ok:
+        print(f"cusyncgen bench: error: {why}", file=sys.stderr)
+        return 1
+    from cusyncgen.cuda import driver
+    dev = slug(driver.device_name())
+    if args.workload == "overhead":
+        from cusyncgen.cuda.overhead import measure
+        res = measure(iters=max(args.iters, 50))
+        for r in res["rows"]:
+            print(f"{r['config']:>24s} {r['time_us']:8.1f} us  overhead {100 * r['overhead_vs_streamsync']:+.2f}%  correct={r['correct']}")
+        write(res, args.out_dir, f"overhead-{dev}")
+        return 0
+    res = bench_mlp(args.models.split(","), [int(m) for m in args.M.split(",")], args.iters, args.out_dir)
+    for p in write(res, args.out_dir, f"mlp-{dev}"):
+        print(p)
+    print(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Load cubins with CuPy and launch their kernels, with programmatic dependent launch on sm_90.
+
+CuPy cannot pass launch attributes, so kernels are launched through cuda.bindings'
+cuLaunchKernelEx with the CUfunction handle of the CuPy module. Every driver call is checked.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import cupy
+
+from cusyncgen.cuda.build import BuildError
+
+try:
+    from cuda.bindings import driver as _cu
+except ImportError:  # older cuda-python layout
+    from cuda import cuda as _cu  # type: ignore[no-redef]
+
+_initialized = False
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+def check(result):
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        _, name = _cu.cuGetErrorName(err)
+        _, text = _cu.cuGetErrorString(err)
+        raise CudaError(f"{name.decode() if name else err}: {text.decode() if text else ''}")
+    if isinstance(result, tuple) and len(result) == 2:
+        return result[1]
+    return None
+
+
+def _init() -> None:
+    global _initialized
+    if not _initialized:
+        cupy.cuda.runtime.free(0)  # make CuPy's (primary) context current
+        check(_cu.cuInit(0))
+        _initialized = True
+
+
+# ---- kernel parameter structs, laid out as in runtime_cuda/cusync/stage.h ----
+
+class StageArgs(ctypes.Structure):
+    _fields_ = [
+        ("ticket", ctypes.c_void_p),
+        ("out_sems", ctypes.c_void_p),
+        ("in_sems0", ctypes.c_void_p),
+        ("in_sems1", ctypes.c_void_p),
+        ("debug", ctypes.c_void_p),
+        ("timeout_ns", ctypes.c_longlong),
+        ("stage_id", ctypes.c_int),
+        ("flags", ctypes.c_int),
+    ]
+
+
+CUSTOM_ORDER, PDL_TRIGGER, PDL_WAIT = 1, 2, 4
+
+DEBUG_FIELDS = ("failed", "stage", "producer", "tile_x", "tile_y", "tile_z", "sem", "seen", "expected",
+                "consumer_x", "consumer_y", "consumer_z")
+
+
+@dataclass
+class Kernel:
+    function: object  # cupy.cuda.function.Function
+    name: str
+    threads: int
+    smem: int
+
+    def launch(self, grid, args, stream, pdl: bool = False) -> None:
+        launch(self.function, grid, (self.threads, 1, 1), self.smem, stream, args, pdl)
+
+
+class Module:
+    """A loaded cubin."""
+
+    def __init__(self, cubin: Path):
+        _init()
+        self.path = Path(cubin)
+        self._module = cupy.RawModule(path=str(cubin))
+
+    def kernel(self, name: str, threads: int, smem: int = 0) -> Kernel:
+        try:
+            fn = self._module.get_function(name)
+        except Exception as exc:  # CuPy raises its own CUDADriverError
+            raise BuildError(f"kernel {name!r} is not in {self.path.name}: {exc}") from None
+        if smem > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem
+        return Kernel(fn, name, threads, smem)
+
+
+def _pack(arg):
+    if isinstance(arg, ctypes._SimpleCData) or isinstance(arg, ctypes.Structure):
+        return arg
+    if isinstance(arg, cupy.ndarray):
+        return ctypes.c_void_p(arg.data.ptr)
+    if isinstance(arg, bool):
+        return ctypes.c_int(int(arg))
+    if isinstance(arg, int):
+        return ctypes.c_int(arg)
+    if isinstance(arg, float):
+        return ctypes.c_float(arg)
+    raise TypeError(f"cannot pass {type(arg).__name__} to a kernel")
+
+
+def launch(function, grid, block, smem: int, stream, args, pdl: bool = False) -> None:
+    """cuLaunchKernelEx; with pdl=True the launch may overlap the previous kernel of the stream
+    (programmatic stream serialization), which then must order itself (tile semaphores or
+    griddepcontrol.wait)."""
+    _init()
+    cfg = _cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (int(g) for g in grid)
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = (int(b) for b in block)
+    cfg.sharedMemBytes = int(smem)
+    cfg.hStream = _cu.CUstream(stream.ptr)
+    if pdl:
+        attr = _cu.CUlaunchAttribute()
+        attr.id = _cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+    else:
+        cfg.numAttrs = 0
+    packed = [_pack(a) for a in args]
+    params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(p) for p in packed])
+    check(_cu.cuLaunchKernelEx(cfg, _cu.CUfunction(function.ptr), ctypes.addressof(params), 0))
+
+
+def device_name() -> str:
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def sm_count() -> int:
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
+def arch() -> str:
+    major, minor = cupy.cuda.Device().compute_capability[:1], cupy.cuda.Device().compute_capability[1:]
+    cc = f"{major}{minor}"
+    return "sm_90a" if cc == "90" else f"sm_{cc}"
+
+
+class GemmArgs(ctypes.Structure):
+    """cusync_kernels::GemmArgs (runtime_cuda/kernels/gemm.cuh)."""
+
+    _fields_ = [("A", ctypes.c_void_p), ("B", ctypes.c_void_p), ("C", ctypes.c_void_p)] + [
+        (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")]
+
+
+def max_active_blocks(kernel: Kernel) -> int:
+    """Blocks of `kernel` that fit on one SM at once (cuOccupancyMaxActiveBlocksPerMultiprocessor)."""
+    _init()
+    return int(check(_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        _cu.CUfunction(kernel.function.ptr), kernel.threads, kernel.smem)))

@@ -1,0 +1,230 @@
+"""The paper's MLP workloads on the GPU: two dependent tensor-core GeMMs synchronized by the
+policies that cusyncgen generates from examples/mlp_gpt3.dep and examples/mlp_llama.dep.
+
+    mlp = MLP("gpt3", M=256)                     # builds (or loads from cache) one module per M
+    y = mlp(x, Config("RowSync", "pdl"))          # x: [M, H] fp16 (CuPy array or DLPack tensor)
+
+GPT-3 (H=12288, 8-way model parallel): Y = GeLU(X W1^T), W1 [H/2, H]; Z = Y W2^T, W2 [H, H/2].
+LLaMA (H=8192, FFN 22016/8 = 2752): [W1|V] fused: Y = X [W1|V]^T, [2F, H]; Z = SwiGLU(Y) W2^T with
+SwiGLU(Y)[:, k] = silu(Y[:, k]) * Y[:, k + F] computed inside the second GeMM's A load.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cupy
+
+import cusyncgen
+from cusyncgen.cuda import build, driver
+from cusyncgen.cuda.chain import Chain, Config
+from cusyncgen.cuda.stages import Stage
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    dep: str
+    H: int
+    N1: int        # columns of the first GeMM's output
+    K2: int        # reduction size of the second GeMM
+    epilogue1: str
+    swiglu: bool
+
+    @property
+    def K1(self) -> int:
+        return self.H
+
+    @property
+    def N2(self) -> int:
+        return self.H
+
+
+MODELS = {
+    "gpt3": Model("gpt3", "mlp_gpt3.dep", 12288, 6144, 6144, "cusync_kernels::EpiGeluTanh", False),
+    "llama": Model("llama", "mlp_llama.dep", 8192, 2 * 2752, 2752, "cusync_kernels::EpiIdentity", True),
+}
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Thread-block tile of both GeMMs (one TileM/TileN pair, as the .dep files declare)."""
+
+    BM: int = 128
+    BN: int = 128
+    BK: int = 32
+    stages: int = 4
+    warps_m: int = 2
+    warps_n: int = 2
+
+    def cfg(self, epilogue: str, swiglu: bool, reorder: bool, prod_bn: int) -> str:
+        return (f"cusync_kernels::GemmConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, {self.warps_m}, "
+                f"{self.warps_n}, {epilogue}, {str(swiglu).lower()}, {str(reorder).lower()}, {prod_bn}>")
+
+    @property
+    def threads(self) -> int:
+        return self.warps_m * self.warps_n * 32
+
+    def smem(self, swiglu: bool) -> int:
+        return self.stages * (self.BM * self.BK * (2 if swiglu else 1) + self.BN * self.BK) * 2
+
+
+def default_tiles(model: str, M: int) -> Tiles:
+    """The tile shape per model and M (from the kernel's tuning on the H100/H200)."""
+    bn = 64 if model == "llama" else 128
+    if M <= 64:
+        return Tiles(BM=64, BN=bn, BK=64, stages=4, warps_m=2, warps_n=2)
+    return Tiles(BM=128, BN=bn if model == "llama" else 128, BK=32, stages=4, warps_m=2, warps_n=2)
+
+
+def dep_params(model: Model, M: int, tiles: Tiles) -> dict[str, int]:
+    params = {"H": model.H, "B": M, "S": 1, "TileM": tiles.BM, "TileN": tiles.BN}
+    if model.swiglu:
+        params["F"] = model.K2
+    return params
+
+
+def compile_dep(model: Model, M: int, tiles: Tiles):
+    ns = f"mlp_{model.name}"
+    return cusyncgen.compile(EXAMPLES / model.dep, params=dep_params(model, M, tiles), name=ns), ns
+
+
+KERNEL_MACRO = r"""
+#define CUSYNC_MLP_GEMM(NAME, CFG, STAGE)                                                   \
+  extern "C" __global__ void __launch_bounds__(CFG::kThreads)                               \
+      NAME(cusync_kernels::GemmArgs args, cusync::StageArgs stage_args) {                   \
+    extern __shared__ __align__(128) char smem[];                                           \
+    STAGE stage(stage_args);                                                                \
+    cusync_kernels::gemm_device<CFG>(args, stage, smem);                                    \
+  }
+"""
+
+
+def module_source(model: Model, M: int, tiles: Tiles, debug: bool = False):
+    compiled, ns = compile_dep(model, M, tiles)
+    policies = [p for p in compiled.policies if p.producer == "g1" and p.consumer == "g2"]
+    lines = [f'#include "{ns}.h"', "#include <kernels/gemm.cuh>", KERNEL_MACRO,
+             "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)"]
+    cfg1 = tiles.cfg(model.epilogue1, False, False, tiles.BN)
+    lines.append(f"using Cfg1 = {cfg1};")
+    lines.append(f"using Cfg2 = {tiles.cfg('cusync_kernels::EpiIdentity', model.swiglu, False, tiles.BN)};")
+    lines.append(f"using Cfg2R = {tiles.cfg('cusync_kernels::EpiIdentity', model.swiglu, True, tiles.BN)};")
+    lines.append(f"CUSYNC_MLP_GEMM(gemm1_plain, Cfg1, cusync::PlainStage<{ns}::g1_order>)")
+    lines.append(f"CUSYNC_MLP_GEMM(gemm2_plain, Cfg2, cusync::PlainStage<{ns}::g2_order>)")
+    names = []
+    for p in policies:
+        ptype = f"{ns}::{p.dep}_{p.producer}_{p.name}"
+        lines.append(f"using Prod_{p.name} = cusync::CuStage<{ns}::g1_order, {ptype}>;")
+        lines.append(f"using Cons_{p.name} = cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ptype}>;")
+        lines.append(f"CUSYNC_MLP_GEMM(gemm1_{p.name}, Cfg1, Prod_{p.name})")
+        lines.append(f"CUSYNC_MLP_GEMM(gemm2_{p.name}, Cfg2, Cons_{p.name})")
+        lines.append(f"CUSYNC_MLP_GEMM(gemm2_{p.name}_R, Cfg2R, Cons_{p.name})")
+        names.append((p.name, p.num_sems))
+    src = build.Source(f"mlp_{model.name}_M{M}_{tiles.BM}x{tiles.BN}x{tiles.BK}{'_debug' if debug else ''}",
+                       "\n".join(lines) + "\n", headers=((f"{ns}.h", compiled.header),),
+                       defines=("CUSYNC_DEBUG",) if debug else ())
+    return src, names
+
+
+@dataclass
+class MLP:
+    """Both GeMMs of one model at one M, every generated policy compiled into one module."""
+
+    model_name: str
+    M: int
+    tiles: Tiles | None = None
+    debug: bool = False
+    arch: str | None = None
+    _stages: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.model = MODELS[self.model_name]
+        self.tiles = self.tiles or default_tiles(self.model_name, self.M)
+        src, self.policies = module_source(self.model, self.M, self.tiles, self.debug)
+        self.module = driver.Module(build.build(src, self.arch or driver.arch()))
+        t = self.tiles
+        k = lambda name, swiglu: self.module.kernel(name, t.threads, t.smem(swiglu))
+        self.kernels = {None: (k("gemm1_plain", False), k("gemm2_plain", self.model.swiglu), None)}
+        for name, _ in self.policies:
+            self.kernels[name] = (k(f"gemm1_{name}", False), k(f"gemm2_{name}", self.model.swiglu),
+                                  k(f"gemm2_{name}_R", self.model.swiglu))
+        self.chain = Chain(self.module.kernel("cusync_wait_kernel", 1))
+        self.grid1 = (self.model.N1 // t.BN, -(-self.M // t.BM), 1)
+        self.grid2 = (self.model.N2 // t.BN, -(-self.M // t.BM), 1)
+        self.plain = (Stage("gemm1", 0, 0), Stage("gemm2", 1, 0))
+        for name, num_sems in self.policies:
+            p, c = Stage("gemm1", 0, num_sems), Stage("gemm2", 1, 0)
+            c.depends_on(p, 0, "gemm1")
+            self._stages[name] = (p, c)
+
+    @property
+    def policy_names(self) -> list[str]:
+        return [n for n, _ in self.policies]
+
+    def buffers(self, seed: int | None = None):
+        """Fresh random weights and activations, scaled so outputs stay O(1) in fp16."""
+        rs = cupy.random.RandomState(seed)
+        m = self.model
+        x = (rs.standard_normal((self.M, m.K1), dtype=cupy.float32)).astype(cupy.float16)
+        w1 = (rs.standard_normal((m.N1, m.K1), dtype=cupy.float32) / m.K1 ** 0.5).astype(cupy.float16)
+        w2 = (rs.standard_normal((m.N2, m.K2), dtype=cupy.float32) / m.K2 ** 0.5).astype(cupy.float16)
+        return x, w1, w2
+
+    def outputs(self):
+        y = cupy.full((self.M, self.model.N1), cupy.nan, dtype=cupy.float16)
+        z = cupy.full((self.M, self.model.N2), cupy.nan, dtype=cupy.float16)
+        return y, z
+
+    def run(self, stream, cfg: Config, x, w1, w2, y, z) -> None:
+        k1, k2, k2r = self.kernels[cfg.policy]
+        if cfg.reorder:
+            k2 = k2r
+        p, c = self._stages[cfg.policy] if cfg.policy else self.plain
+        m = self.model
+        a1 = _gemm_args(x, w1, y, self.M, m.N1, m.K1, 0)
+        a2 = _gemm_args(y, w2, z, self.M, m.N2, m.K2, m.K2 if m.swiglu else 0)
+        g1, g2 = self.grid1, self.grid2
+        self.chain.run(stream, cfg, p, c,
+                       lambda s, sa, pdl: k1.launch(g1, [a1, sa], s, pdl),
+                       lambda s, sa, pdl: k2.launch(g2, [a2, sa], s, pdl),
+                       g1[0] * g1[1], g2[0] * g2[1])
+
+    def __call__(self, x, cfg: Config = Config("RowSync"), weights=None):
+        x = cupy.asarray(x)
+        w1, w2 = (cupy.asarray(w) for w in weights)
+        y, z = self.outputs()
+        stream = cupy.cuda.get_current_stream()
+        self.run(stream, cfg, x, w1, w2, y, z)
+        return z
+
+    def check_stages(self) -> None:
+        for p, c in list(self._stages.values()) + [self.plain]:
+            p.raise_if_timed_out()
+            c.raise_if_timed_out()
+
+    def reference(self, x, w1, w2):
+        """float32 reference of the whole MLP."""
+        y = x.astype(cupy.float32) @ w1.astype(cupy.float32).T
+        if self.model.swiglu:
+            F = self.model.K2
+            y16 = y.astype(cupy.float16).astype(cupy.float32)  # the kernel stores Y in fp16
+            a, b = y16[:, :F], y16[:, F:]
+            h = a / (1 + cupy.exp(-a)) * b
+        else:
+            h = 0.5 * y * (1 + cupy.tanh(0.7978845608028654 * (y + 0.044715 * y ** 3)))
+        h = h.astype(cupy.float16).astype(cupy.float32)
+        return h @ w2.astype(cupy.float32).T
+
+    def occupancy_ok_without_ordering(self) -> bool:
+        """W (no wait-kernel, no PDL) is safe only when both grids fit on the GPU at once."""
+        k1, k2, _ = self.kernels[None]
+        slots1 = driver.max_active_blocks(k1) * driver.sm_count()
+        need = self.grid1[0] * self.grid1[1] + self.grid2[0] * self.grid2[1]
+        return need <= slots1
+
+
+def _gemm_args(a, b, c, M, N, K, F):
+    return driver.GemmArgs(A=a.data.ptr, B=b.data.ptr, C=c.data.ptr, M=M, N=N, K=K,
+                           lda=a.shape[1], ldb=b.shape[1], ldc=c.shape[1], swiglu_offset=F)

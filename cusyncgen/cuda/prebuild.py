@@ -1,0 +1,48 @@
+"""Compile every module the GPU tests and benchmarks load, in parallel, into the cache.
+
+    python -m cusyncgen.cuda.prebuild [--arch sm_90a] [--jobs N]
+
+Needs nvcc and the CUTLASS headers, not a GPU: run it where compiling is cheap and carry the
+cache folder (CUSYNCGEN_CACHE) to the GPU machine, or run it there with all its cores.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from cusyncgen.cuda import build
+
+TEST_SIZES = (1, 300)
+
+
+def sources(bench_sweep, test_sizes=TEST_SIZES):
+    from cusyncgen.cuda import mlp, overhead
+    out = []
+    for model in mlp.MODELS:
+        for M in bench_sweep:
+            out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M))[0])
+        for M in test_sizes:
+            out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M), debug=True)[0])
+    out.append(overhead.module_source(132 * 8, debug=False))
+    out.append(overhead.module_source(3 * 132 + 17, debug=True))
+    out.append(overhead.module_source(40, debug=True))
+    return out
+
+
+def main(argv=None) -> int:
+    from cusyncgen.cuda.bench import SWEEP
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.prebuild")
+    ap.add_argument("--arch", default=build.DEFAULT_ARCH)
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--M", default=",".join(map(str, SWEEP)))
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    srcs = sources([int(m) for m in args.M.split(",")])
+    paths = build.build_many(srcs, args.arch, args.jobs)
+    print(f"{len(paths)} modules ready in {build.cache_dir()} ({time.time() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Device buffers of a CuSync stage, and the error a timed-out wait becomes (CUSYNC_DEBUG)."""
+from __future__ import annotations
+
+import cupy
+
+from cusyncgen.cuda.driver import CUSTOM_ORDER, DEBUG_FIELDS, PDL_TRIGGER, PDL_WAIT, StageArgs
+from cusyncgen.errors import CusyncError
+
+
+class CusyncTimeoutError(CusyncError):
+    """A wait spun past its timeout in a CUSYNC_DEBUG build: the chain is deadlocked or a producer
+    never posted the semaphore the consumer waits for."""
+
+    def __init__(self, message: str):
+        super().__init__(message, None)
+
+
+class Stage:
+    """One kernel of a chain: its ticket counter, the semaphores it posts, a debug record.
+
+    Zeroed once at creation and never reset: the runtime derives each launch's epoch from the
+    ticket counter, so repeated launches and CUDA-graph replays need no memset.
+    """
+
+    def __init__(self, name: str, stage_id: int, num_out_sems: int, timeout_ms: float = 2000.0):
+        self.name = name
+        self.stage_id = stage_id
+        self.ticket = cupy.zeros(1, dtype=cupy.uint64)
+        self.sems = cupy.zeros(max(num_out_sems, 1), dtype=cupy.uint32)
+        self.num_out_sems = num_out_sems
+        self.debug = cupy.zeros(len(DEBUG_FIELDS), dtype=cupy.int32)
+        self.timeout_ns = int(timeout_ms * 1e6)
+        self.inputs: list[Stage | None] = [None, None]
+        self.input_names: list[str] = ["", ""]
+
+    def depends_on(self, producer: "Stage", input_index: int = 0, what: str = "") -> None:
+        self.inputs[input_index] = producer
+        self.input_names[input_index] = what or producer.name
+
+    def args(self, custom_order: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False) -> StageArgs:
+        flags = (CUSTOM_ORDER if custom_order else 0) | (PDL_TRIGGER if pdl_trigger else 0) | (PDL_WAIT if pdl_wait else 0)
+        ins = [p.sems.data.ptr if p is not None else None for p in self.inputs]
+        return StageArgs(
+            ticket=self.ticket.data.ptr,
+            out_sems=self.sems.data.ptr if self.num_out_sems else None,
+            in_sems0=ins[0],
+            in_sems1=ins[1],
+            debug=self.debug.data.ptr,
+            timeout_ns=self.timeout_ns,
+            stage_id=self.stage_id,
+            flags=flags,
+        )
+
+    def raise_if_timed_out(self) -> None:
+        """Call after synchronizing: turns the device's debug record into an exception."""
+        rec = dict(zip(DEBUG_FIELDS, (int(v) for v in self.debug.get())))
+        if rec["failed"] == 0:
+            return
+        producer = self.input_names[rec["producer"]] or f"input {rec['producer']}"
+        raise CusyncTimeoutError(
+            f"stage '{self.name}': the block computing tile ({rec['consumer_x']}, {rec['consumer_y']}, "
+            f"{rec['consumer_z']}) timed out waiting for tile ({rec['tile_x']}, {rec['tile_y']}, {rec['tile_z']}) "
+            f"of '{producer}': semaphore {rec['sem']} was {rec['seen'] & 0xFFFFFFFF}, "
+            f"expected {rec['expected'] & 0xFFFFFFFF}")
