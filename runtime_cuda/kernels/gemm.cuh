@@ -1,0 +1,342 @@
+// Synchronized tensor-core GeMM for CuSync (header-only, CuTe/CUTLASS headers, SM80 atoms).
+//
+//   C[M,N] = Epilogue(A'[M,K] . B[N,K]^T)       fp16 in, fp32 accumulate, fp16 out
+//
+// A row-major [M, K] (lda), B row-major [N, K] (ldb, the nn.Linear weight layout: a "TN" GeMM,
+// both operands K-major), C row-major [M, N] (ldc).  A' is A, or with SwiGLU = true
+// A'[m, k] = silu(A[m, k]) * A[m, k + F], F = args.swiglu_offset (A is then the [M, 2F] output of
+// the fused [W1|V] GeMM and K = F).  Any M (rows >= M are zero-filled on load and never stored),
+// N % BN == 0, K % BK == 0 (and F % BK == 0), checked on the device (printf + trap) and by
+// cusync_kernels::gemm_args_error() on the host.
+//
+// Machinery: SM80_16x8x16_F32F16F16F32_TN mma.sync TiledMMA, cp.async (16 B, .cg, zero-fill)
+// global->shared copies through a Stages-deep pipeline, ldmatrix (SM75_U32x4_LDSM_N) shared->register
+// copies, Swizzle<3,3,3> / Swizzle<2,3,3> shared layouts.  It compiles for sm_80 and sm_90 and runs
+// on Hopper, but does not use wgmma / TMA (the sm_90a path): on an H100 it reaches a fraction of
+// cuBLAS at large M (see tests/cuda_src/README.md for measured numbers).
+//
+// CuSync hooks (Stage: a struct passed by value, see runtime_cuda/cusync/stage.h), called by all
+// threads of the block:
+//   cusync::Tile t = stage.start();      first thing; the block computes C tile (t.x, t.y)
+//                                        = (column tile, row tile), grid (N/BN, cdiv(M,BM))
+//   stage.wait(cusync::Tile{k0 / ProdBN, t.y, 0});      before the cp.async of A's k-block k0
+//   stage.wait(cusync::Tile{(k0 + F) / ProdBN, t.y, 0}); (SwiGLU: the second half of A too)
+//                                        (issued only when k0 enters a new producer tile)
+//   stage.post(t);                       after the C tile is stored
+// With Reorder = true (the paper's optimization R) the B (weight) k-block copy is issued before
+// the wait, so the independent load overlaps the wait.  The producer of A is a GeMM of this kind
+// with BN = ProdBN and the same BM (its row tile y holds the same rows).
+//
+// Entry point: CUSYNC_GEMM_KERNEL(name, BM, BN, BK, STAGES, WARPS_M, WARPS_N, Epilogue, SwiGLU,
+// Reorder, ProdBN, StageType) defines
+//   extern "C" __global__ void name(cusync_kernels::GemmArgs args, StageType stage);
+//   extern "C" __device__ int name_threads, name_smem;   (block size, dynamic smem bytes)
+// Launch with grid (N/BN, cdiv(M,BM), 1), block (WARPS_M*WARPS_N*32), dynamic shared memory
+//   smem = STAGES * (BM*BK*(SwiGLU ? 2 : 1) + BN*BK) * 2 bytes
+// (cusync_kernels::GemmConfig<...>::kThreads / kSmemBytes on the host); above 48 KB raise the
+// kernel's cudaFuncAttributeMaxDynamicSharedMemorySize (CuPy: max_dynamic_shared_size_bytes).
+// StageType must be a single token (use a typedef/using for template stage types).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/copy_atom.hpp>
+#include <cusync/tile.h>
+
+namespace cusync_kernels {
+
+struct GemmArgs {
+  const half* A;
+  const half* B;
+  half* C;
+  int M, N, K, lda, ldb, ldc, swiglu_offset;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Epilogues: applied in fp32 to the accumulator before the fp16 store.
+struct EpiIdentity {
+  __device__ __forceinline__ float operator()(float x) const { return x; }
+};
+// GeLU, tanh approximation (as GPT-2/3 and torch.nn.functional.gelu(approximate="tanh")).
+struct EpiGeluTanh {
+  __device__ __forceinline__ float operator()(float x) const {
+    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+    return 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x)));
+  }
+};
+// GeLU, exact erf form (torch.nn.functional.gelu default).
+struct EpiGeluErf {
+  __device__ __forceinline__ float operator()(float x) const {
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  }
+};
+
+// A stage with no synchronization (plain GeMM).  The CuSync runtime provides real stages.
+struct NoStage {
+  __device__ __forceinline__ cusync::Tile start() { return cusync::Tile{int(blockIdx.x), int(blockIdx.y), 0}; }
+  __device__ __forceinline__ void wait(cusync::Tile) {}
+  __device__ __forceinline__ void post(cusync::Tile) {}
+};
+
+// ---------------------------------------------------------------------------------------------
+template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, class Epilogue_ = EpiIdentity,
+          bool SwiGLU_ = false, bool Reorder_ = false, int ProdBN_ = 128>
+struct GemmConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
+  static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_;
+  static constexpr bool SwiGLU = SwiGLU_, Reorder = Reorder_;
+  static constexpr int ProdBN = ProdBN_;
+  using Epilogue = Epilogue_;
+
+  static constexpr int kThreads = WarpsM * WarpsN * 32;
+  static constexpr int kATileElems = BM * BK;
+  static constexpr int kBTileElems = BN * BK;
+  static constexpr int kStageElems = kATileElems * (SwiGLU ? 2 : 1) + kBTileElems;
+  static constexpr int kSmemBytes = Stages * kStageElems * 2;
+
+  static_assert(BM == 64 || BM == 128 || BM == 256, "BM must be 64, 128 (or 256)");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN must be 64, 128 or 256");
+  static_assert(BK == 32 || BK == 64, "BK must be 32 or 64");
+  static_assert(Stages >= 2 && Stages <= 6, "Stages must be in [2, 6]");
+  static_assert(BM % (16 * WarpsM) == 0, "BM must be a multiple of 16 * WarpsM");
+  static_assert(BN % (16 * WarpsN) == 0, "BN must be a multiple of 16 * WarpsN");
+  static_assert((BM * BK / 8) % kThreads == 0 && (BN * BK / 8) % kThreads == 0,
+                "each thread must copy a whole number of 16-byte chunks per tile");
+  static_assert(ProdBN % BK == 0, "a k-block of A must lie inside one producer tile: ProdBN % BK == 0");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB limit of sm_90");
+
+  // Swizzled K-major shared layouts (the CUTLASS SM80 TN defaults).
+  using SmemAtom = std::conditional_t<
+      BK == 64,
+      decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
+                                 cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{})),
+      decltype(cute::composition(cute::Swizzle<2, 3, 3>{},
+                                 cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}))>;
+  using SmemLayoutA = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::make_shape(cute::Int<BM>{}, cute::Int<BK>{}, cute::Int<Stages>{})));
+  using SmemLayoutB = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::make_shape(cute::Int<BN>{}, cute::Int<BK>{}, cute::Int<Stages>{})));
+
+  using TiledMma = decltype(cute::make_tiled_mma(
+      cute::SM80_16x8x16_F32F16F16F32_TN{},
+      cute::Layout<cute::Shape<cute::Int<WarpsM>, cute::Int<WarpsN>, cute::_1>>{},
+      cute::Tile<cute::Int<16 * WarpsM>, cute::Int<16 * WarpsN>, cute::_16>{}));
+  using S2RAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, cute::half_t>;
+};
+
+// Host-side argument check: nullptr when fine, else a message.
+template <class Cfg>
+inline const char* gemm_args_error(const GemmArgs& a) {
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0) return "GeMM: M, N and K must be positive";
+  if (a.N % Cfg::BN != 0) return "GeMM: N must be a multiple of the tile's BN";
+  if (a.K % Cfg::BK != 0) return "GeMM: K must be a multiple of the tile's BK";
+  if (a.lda % 8 || a.ldb % 8 || a.ldc % 2) return "GeMM: lda and ldb must be multiples of 8, ldc of 2";
+  if (Cfg::SwiGLU && (a.swiglu_offset % Cfg::BK != 0 || a.swiglu_offset < a.K))
+    return "GeMM: SwiGLU needs swiglu_offset (F) >= K and F % BK == 0";
+  return nullptr;
+}
+
+namespace detail {
+
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem_addr, const void* gptr, bool pred) {
+  const int src_size = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_fence() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Copy a [ROWS, BK] fp16 tile (row-major in global memory, ld elements apart) into one stage of a
+// swizzled shared layout; rows >= rows_valid are zero-filled without reading global memory.
+template <int ROWS, int BK, int THREADS, class SLayout>
+__device__ __forceinline__ void load_tile(uint32_t smem_base, SLayout const& slayout, int stage, const half* g,
+                                          int ld, int rows_valid, int tid) {
+  constexpr int CPR = BK / 8;  // 16-byte chunks per row
+  constexpr int ITERS = ROWS * CPR / THREADS;
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    const int c = tid + i * THREADS;
+    const int r = c / CPR;
+    const int kc = (c % CPR) * 8;
+    const bool ok = r < rows_valid;
+    const half* src = g + (ok ? (long long)r * ld : 0) + kc;
+    const uint32_t dst = smem_base + 2u * uint32_t(slayout(r, kc, stage));
+    cp_async_16_zfill(dst, src, ok);
+  }
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
+
+}  // namespace detail
+
+template <class Cfg, class StageT>
+__device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage, char* smem) {
+  using namespace cute;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::Stages;
+  constexpr int THREADS = Cfg::kThreads;
+  constexpr bool SWIGLU = Cfg::SwiGLU;
+
+  const int tid = threadIdx.x;
+  if (args.N % BN != 0 || args.K % BK != 0 || (SWIGLU && args.swiglu_offset % BK != 0)) {
+    if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0)
+      printf("cusync GeMM: N=%d must be a multiple of BN=%d and K=%d (and F=%d) of BK=%d\n", args.N, BN, args.K,
+             args.swiglu_offset, BK);
+    __trap();
+  }
+
+  const cusync::Tile t = stage.start();
+  const int m0 = t.y * BM;
+  const int n0 = t.x * BN;
+  const int rows_valid = min(BM, args.M - m0);
+  const int F = args.swiglu_offset;
+
+  // Shared memory: per stage [A | A2 (SwiGLU) | B] regions, each a full Stages-deep layout.
+  half_t* sA_ptr = reinterpret_cast<half_t*>(smem);
+  half_t* sA2_ptr = sA_ptr + (SWIGLU ? cosize(typename Cfg::SmemLayoutA{}) : 0);
+  half_t* sB_ptr = sA2_ptr + cosize(typename Cfg::SmemLayoutA{});
+  const uint32_t sA_addr = uint32_t(__cvta_generic_to_shared(sA_ptr));
+  const uint32_t sA2_addr = uint32_t(__cvta_generic_to_shared(sA2_ptr));
+  const uint32_t sB_addr = uint32_t(__cvta_generic_to_shared(sB_ptr));
+  typename Cfg::SmemLayoutA lA;
+  typename Cfg::SmemLayoutB lB;
+
+  const half* gA = args.A + (long long)m0 * args.lda;
+  const half* gB = args.B + (long long)n0 * args.ldb;
+  const int k_tiles = args.K / BK;
+
+  // A k-block [k0, k0+BK) lies inside producer tile k0 / ProdBN (ProdBN % BK == 0, F % BK == 0), so
+  // the wait is issued only at the first k-block of each producer tile (waits are uniform over the block).
+  auto wait_a = [&](int k0) {
+    if (k0 == 0 || k0 % Cfg::ProdBN == 0) stage.wait(cusync::Tile{k0 / Cfg::ProdBN, t.y, 0});
+    if constexpr (SWIGLU) {
+      if (k0 == 0 || (k0 + F) % Cfg::ProdBN == 0) stage.wait(cusync::Tile{(k0 + F) / Cfg::ProdBN, t.y, 0});
+    }
+  };
+  auto load_a = [&](int k0, int s) {
+    detail::load_tile<BM, BK, THREADS>(sA_addr, lA, s, gA + k0, args.lda, rows_valid, tid);
+    if constexpr (SWIGLU) detail::load_tile<BM, BK, THREADS>(sA2_addr, lA, s, gA + k0 + F, args.lda, rows_valid, tid);
+  };
+  auto load_b = [&](int k0, int s) { detail::load_tile<BN, BK, THREADS>(sB_addr, lB, s, gB + k0, args.ldb, BN, tid); };
+  auto load_k_tile = [&](int kt, int s) {
+    const int k0 = kt * BK;
+    if constexpr (Cfg::Reorder) {
+      load_b(k0, s);
+      wait_a(k0);
+      load_a(k0, s);
+    } else {
+      wait_a(k0);
+      load_a(k0, s);
+      load_b(k0, s);
+    }
+  };
+
+  // ---- MMA partitioning
+  Tensor sA = make_tensor(make_smem_ptr(sA_ptr), lA);    // (BM, BK, S)
+  Tensor sA2 = make_tensor(make_smem_ptr(sA2_ptr), lA);  // (BM, BK, S) SwiGLU up-projection half
+  Tensor sB = make_tensor(make_smem_ptr(sB_ptr), lB);    // (BN, BK, S)
+
+  typename Cfg::TiledMma mma;
+  auto thr_mma = mma.get_slice(tid);
+  Tensor tCrA = thr_mma.partition_fragment_A(sA(_, _, 0));  // (MMA, MMA_M, MMA_K)
+  Tensor tCrA2 = thr_mma.partition_fragment_A(sA(_, _, 0));
+  Tensor tCrB = thr_mma.partition_fragment_B(sB(_, _, 0));  // (MMA, MMA_N, MMA_K)
+  Tensor accum = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});  // (MMA, MMA_M, MMA_N)
+  clear(accum);
+
+  auto s2r_a = make_tiled_copy_A(typename Cfg::S2RAtom{}, mma);
+  auto s2r_thr_a = s2r_a.get_slice(tid);
+  Tensor tXsA = s2r_thr_a.partition_S(sA);  // (CPY, CPY_M, CPY_K, S)
+  Tensor tXsA2 = s2r_thr_a.partition_S(sA2);
+  Tensor tXrA = s2r_thr_a.retile_D(tCrA);
+  Tensor tXrA2 = s2r_thr_a.retile_D(tCrA2);
+  auto s2r_b = make_tiled_copy_B(typename Cfg::S2RAtom{}, mma);
+  auto s2r_thr_b = s2r_b.get_slice(tid);
+  Tensor tXsB = s2r_thr_b.partition_S(sB);
+  Tensor tXrB = s2r_thr_b.retile_D(tCrB);
+
+  constexpr int K_BLOCKS = size<2>(tCrA);
+
+  auto load_frag = [&](int kb, int s) {
+    copy(s2r_a, tXsA(_, _, kb, s), tXrA(_, _, kb));
+    if constexpr (SWIGLU) copy(s2r_a, tXsA2(_, _, kb, s), tXrA2(_, _, kb));
+    copy(s2r_b, tXsB(_, _, kb, s), tXrB(_, _, kb));
+  };
+  auto combine = [&](int kb) {
+    if constexpr (SWIGLU) {
+      Tensor g = tCrA(_, _, kb);
+      Tensor u = tCrA2(_, _, kb);
+      CUTE_UNROLL
+      for (int i = 0; i < size(g); ++i) {
+        const float gv = static_cast<float>(g(i));
+        g(i) = half_t(detail::silu(gv) * static_cast<float>(u(i)));
+      }
+    }
+  };
+
+  // ---- Prologue: Stages-1 k-tiles in flight.
+  CUTE_UNROLL
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) load_k_tile(s, s);
+    detail::cp_async_fence();
+  }
+  int read_stage = 0;
+  int write_stage = STAGES - 1;
+  int next_k_tile = STAGES - 1;
+
+  detail::cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  load_frag(0, read_stage);
+
+  // ---- Main loop
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    CUTE_UNROLL
+    for (int kb = 0; kb < K_BLOCKS; ++kb) {
+      if (kb == K_BLOCKS - 1) {
+        read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
+        detail::cp_async_wait<STAGES - 2>();
+        __syncthreads();
+      }
+      const int kb_next = (kb + 1) % K_BLOCKS;
+      if (!(kt == k_tiles - 1 && kb == K_BLOCKS - 1)) load_frag(kb_next, read_stage);
+      if (kb == 0) {
+        if (next_k_tile < k_tiles) load_k_tile(next_k_tile, write_stage);
+        ++next_k_tile;
+        write_stage = (write_stage + 1 == STAGES) ? 0 : write_stage + 1;
+        detail::cp_async_fence();
+      }
+      combine(kb);
+      gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
+    }
+  }
+  detail::cp_async_wait<0>();
+
+  // ---- Epilogue: fp32 functor, fp16 pairs stored straight from the accumulators.
+  typename Cfg::Epilogue epi;
+  Tensor cC = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
+  Tensor tCcC = thr_mma.partition_C(cC);  // same layout as accum; element i+1 is column +1 (i even)
+  half* gC = args.C + (long long)m0 * args.ldc + n0;
+  CUTE_UNROLL
+  for (int i = 0; i < size(accum); i += 2) {
+    const int r = get<0>(tCcC(i));
+    const int c = get<1>(tCcC(i));
+    if (r < rows_valid) {
+      const __half2 v = __floats2half2_rn(epi(accum(i)), epi(accum(i + 1)));
+      *reinterpret_cast<__half2*>(gC + (long long)r * args.ldc + c) = v;
+    }
+  }
+  stage.post(t);
+}
+
+}  // namespace cusync_kernels
+
+#define CUSYNC_GEMM_KERNEL(name, BM, BN, BK, STAGES, WARPS_M, WARPS_N, Epilogue, SwiGLU, Reorder, ProdBN, StageType) \
+  using name##_config =                                                                                            \
+      cusync_kernels::GemmConfig<BM, BN, BK, STAGES, WARPS_M, WARPS_N, Epilogue, SwiGLU, Reorder, ProdBN>;         \
+  extern "C" __device__ int name##_threads = name##_config::kThreads;                                             \
+  extern "C" __device__ int name##_smem = name##_config::kSmemBytes;                                              \
+  extern "C" __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)                                            \
+      name(cusync_kernels::GemmArgs args, StageType stage) {                                                      \
+    extern __shared__ __align__(128) char cusync_gemm_smem[];                                                     \
+    cusync_kernels::gemm_device<name##_config>(args, stage, cusync_gemm_smem);                                    \
+  }
