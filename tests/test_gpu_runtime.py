@@ -83,3 +83,22 @@ def test_wait_that_cannot_complete_times_out_with_its_tile_and_semaphore():
     msg = str(err.value)
     assert "stage 'copy2'" in msg and "of 'copy1'" in msg
     assert "semaphore" in msg and "was 0, expected 1" in msg
+
+
+def test_semaphores_and_epochs_wrap_past_32_bits():
+    """Start as if 2^32 - 2 launches had already run: the 32-bit semaphores wrap to 0 during the
+    next launches and the waits must still hold (two's-complement distance compare)."""
+    cc = CopyChain(tiles=40, tile_vec4=64, debug=True)
+    prod, cons = cc.stages["TileSync"]
+    done = 2**32 - 2
+    prod.ticket[...] = done * cc.tiles
+    cons.ticket[...] = done * cc.tiles
+    prod.sems[...] = cupy.uint32(done)  # TileSync: one post per launch per semaphore
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for cfg in [Config("TileSync", "waitkernel", True), Config("TileSync", "pdl", False)] * 2:
+        _fresh(cc)
+        cc.run(stream, cfg)
+        stream.synchronize()
+        cc.check_stages()
+        cupy.testing.assert_array_equal(cc.out, cc.reference())
+    assert int(prod.sems[0]) == 2  # wrapped: 2^32 - 2 + 4 posts

@@ -4,38 +4,14 @@ Nothing can overlap there, so the difference is what the semaphores cost."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import cupy
 
-import cusyncgen
 from cusyncgen.cuda import build, driver, timing
+from cusyncgen.cuda.modules import THREADS, copy_module_source as module_source
 from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Chain, Config
 from cusyncgen.cuda.stages import Stage
 
-THREADS = 256
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "copy_chain.dep"
-
-
-def module_source(tiles: int, debug: bool) -> build.Source:
-    compiled = cusyncgen.compile(EXAMPLE, params={"Tiles": tiles}, name="copy_chain")
-    policy = next(p for p in compiled.policies if p.name == "TileSync")
-    ptype = f"copy_chain::{policy.dep}_{policy.producer}_TileSync"
-    text = "\n".join([
-        '#include "copy_chain.h"',
-        "#include <kernels/copy.cuh>",
-        "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)",
-        "CUSYNC_COPY_KERNEL(copy1_plain, cusync::PlainStage<copy_chain::g1_order>, false)",
-        "CUSYNC_COPY_KERNEL(copy2_plain, cusync::PlainStage<copy_chain::g2_order>, true)",
-        f"using ProdTileSync = cusync::CuStage<copy_chain::g1_order, {ptype}>;",
-        f"using ConsTileSync = cusync::CuStage<copy_chain::g2_order, cusync::NoSync, {ptype}>;",
-        "CUSYNC_COPY_KERNEL(copy1_TileSync, ProdTileSync, false)",
-        "CUSYNC_COPY_KERNEL(copy2_TileSync, ConsTileSync, true)",
-        "",
-    ])
-    return build.Source(f"copy_chain_{tiles}{'_debug' if debug else ''}", text,
-                        headers=(("copy_chain.h", compiled.header),),
-                        defines=("CUSYNC_DEBUG",) if debug else ())
 
 
 @dataclass

@@ -17,16 +17,16 @@ TEST_SIZES = (1, 300)
 
 
 def sources(bench_sweep, test_sizes=TEST_SIZES):
-    from cusyncgen.cuda import mlp, overhead
+    from cusyncgen.cuda import modules as mlp
     out = []
     for model in mlp.MODELS:
         for M in bench_sweep:
             out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M))[0])
         for M in test_sizes:
             out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M), debug=True)[0])
-    out.append(overhead.module_source(132 * 8, debug=False))
-    out.append(overhead.module_source(3 * 132 + 17, debug=True))
-    out.append(overhead.module_source(40, debug=True))
+    out.append(mlp.copy_module_source(132 * 8, debug=False))
+    out.append(mlp.copy_module_source(3 * 132 + 17, debug=True))
+    out.append(mlp.copy_module_source(40, debug=True))
     return out
 
 
