@@ -4,8 +4,7 @@ Assumptions under which the monotonicity properties are true (and asserted):
 - the launch order is safe (``ordered``: every producer block is dispatched before any consumer
   block, which the wait-kernel and PDL guarantee), and
 - every stage has the same occupancy, so a slot freed by any block fits any other block (with mixed
-  occupancies the SM-level packing can make a schedule with earlier-ready blocks finish later,
-  so the argument below does not cover them; a random search over 20000 two-stage mixed-occupancy
+  occupancies the SM-level packing decides which block fits where, so the argument below does not cover them; a random search over 20000 two-stage mixed-occupancy
   chains found no counterexample, but without a proof only the critical-path and work bounds are
   asserted there).
 Then each block's dispatch time is a non-decreasing function of the finish times of the blocks
