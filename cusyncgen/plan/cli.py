@@ -119,7 +119,8 @@ def _plan_file(path, params, gpu, occ, tt, model, as_json) -> int:
         if compile_ is None:
             print("cusyncgen plan: error: this cusyncgen has no compiler (cusyncgen.compile)", file=sys.stderr)
             return 1
-        result = compile_(path, params=params)
+        from pathlib import Path
+        result = compile_(Path(path), params=params)
         program = getattr(result, "program", result)
         spec = spec_from_program(program, occ, tt, source=os.path.basename(path)
                                  + "".join(f" -D {k}={v}" for k, v in params.items()))

@@ -21,13 +21,14 @@ def render(plan: dict) -> str:
     out += ["", f"Simulation ({plan['model']} model; times in {unit}, dispatch in launch order, a waiting block holds its slot):",
             f"  StreamSync: {_g(ss['time'])}  (whole waves {ss['whole_waves']}, fractional sum {ss['fractional_waves']:.2f})"]
     if plan["variants"]:
-        out.append(f"  {'policy':<28} {'order':<10} {'time':>8} {'speedup':>8} {'crit.path':>9} {'sems':>6} {'waits':>7}   deadlock: none / wait-kernel / pdl")
+        pw = max(28, max(len(v["policy"]) for v in plan["variants"]))
+        out.append(f"  {'policy':<{pw}} {'order':<10} {'time':>8} {'speedup':>8} {'crit.path':>9} {'sems':>6} {'waits':>7}   deadlock: none / wait-kernel / pdl")
         for v in plan["variants"]:
             sp = "-" if v["speedup"] is None else f"{v['speedup']:.3f}x"
             lo = v["launch_orderings"]
             dl = " / ".join("yes" if lo[k]["deadlock"] else "no" for k in ("none", "wait-kernel", "pdl"))
             t = "DEADLOCK" if v["deadlock"] else _g(v["time"])
-            out.append(f"  {v['policy']:<28} {v['order']:<10} {t:>8} {sp:>8} {_g(v['critical_path']):>9} "
+            out.append(f"  {v['policy']:<{pw}} {v['order']:<10} {t:>8} {sp:>8} {_g(v['critical_path']):>9} "
                        f"{'/'.join(map(str, v['num_sems'])):>6} {v['total_waits']:>7}   {dl}")
         notes = sorted({v["launch_orderings"]["none"]["note"] for v in plan["variants"] if v["launch_orderings"]["none"]["deadlock"]})
         if notes:
