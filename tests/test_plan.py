@@ -193,3 +193,27 @@ def test_cli_auto_without_cupy(capsys, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake)
     assert plan_main(["--paper", "--gpu", "auto"]) == 1
     assert "CuPy" in capsys.readouterr().err
+
+
+# ---- wait cost, --block, StreamSync recommendation -----------------------------------------------
+
+def test_wait_cost_charges_each_new_semaphore():
+    spec = mlp_spec((1, 8, 1), (1, 8, 1), 1, 1)       # one wave each on 80 SMs
+    tile = simulate(build_chain(spec, [0], False, "kstep", 0.1), 80).time
+    row = simulate(build_chain(spec, [1], False, "kstep", 0.1), 80).time
+    assert tile == pytest.approx(2 + 8 * 0.1)          # 8 producer tiles, 8 semaphores waited
+    assert row == pytest.approx(2 + 0.1)               # one semaphore per row
+
+
+def test_plan_recommends_streamsync_when_every_policy_is_slower():
+    p = make_plan(mlp_spec((1, 8, 1), (1, 8, 1), 1, 1), GPUS["v100"], wait_cost=0.5)
+    assert p["recommended"]["policy"] == "StreamSync" and p["recommended"]["streamsync_is_better"]
+
+
+def test_cli_block_occupancy_errors(capsys):
+    assert plan_main(["x.dep", "--block", "g1=2000"]) == 1
+    assert "not a valid value" in capsys.readouterr().err
+    assert plan_main(["x.dep", "--block", "g1=1024,255,0", "--gpu", "v100"]) == 1   # 255 regs x 1024 threads
+    assert "does not fit" in capsys.readouterr().err
+    assert plan_main(["x.dep", "--wait-cost", "-1"]) == 1
+    assert "--wait-cost" in capsys.readouterr().err

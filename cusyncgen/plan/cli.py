@@ -1,8 +1,8 @@
 """``cusyncgen plan``: wave table, simulated policies and the W/T decisions for a .dep program.
 
     cusyncgen plan FILE.dep [-D N=V ...] [--gpu v100|a100|h100|h200|auto]
-                   [--occupancy GRID=BLOCKS_PER_SM ...] [--tile-time GRID=US ...]
-                   [--model kstep|block] [--json]
+                   [--occupancy GRID=BLOCKS_PER_SM ... | --block GRID=THREADS,REGS,SMEM ...]
+                   [--tile-time GRID=US ...] [--wait-cost US] [--model kstep|block] [--json]
     cusyncgen plan --paper [--gpu v100] [--model kstep|block]   # Table I / IV reproduction
 
 Bad input prints ``cusyncgen plan: error: ...`` (or the compiler's ``file:line:col: error:``)
@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from .gpus import GPUError, get_gpu
+from .gpus import GPUError, get_gpu, occupancy
 
 
 class _UsageError(Exception):
@@ -58,13 +58,29 @@ def _pos_float(v: str) -> float:
     return f
 
 
+def _block_res(v: str) -> tuple[int, int, int]:
+    parts = [p.strip() for p in v.split(",")]
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(v)
+    nums = [int(p) for p in parts] + [0] * (3 - len(parts))
+    if nums[0] <= 0 or nums[0] > 1024 or nums[1] < 0 or nums[1] > 255 or nums[2] < 0:
+        raise ValueError(v)
+    return tuple(nums)
+
+
 def _parser() -> _Parser:
     p = _Parser(prog="cusyncgen plan", description="Wave model and policy simulation for a .dep program")
     p.add_argument("file", nargs="?", help=".dep file")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="N=V", help="set a Param")
     p.add_argument("--gpu", default="h100", help="v100, a100, h100, h200 or auto (CuPy); default h100")
     p.add_argument("--occupancy", action="append", default=[], metavar="GRID=BLOCKS_PER_SM")
-    p.add_argument("--tile-time", action="append", default=[], metavar="GRID=US")
+    p.add_argument("--tile-time", action="append", default=[], metavar="GRID=US",
+                   help="time of one block of GRID (default 1: times are in tile times)")
+    p.add_argument("--block", action="append", default=[], metavar="GRID=THREADS[,REGS[,SMEM]]",
+                   help="compute GRID's occupancy on --gpu from threads per block, registers per thread "
+                        "and shared memory bytes per block (instead of --occupancy)")
+    p.add_argument("--wait-cost", type=float, default=0.0, metavar="US",
+                   help="time a wait on a new semaphore adds to a block (default 0)")
     p.add_argument("--model", choices=["kstep", "block"], default="kstep",
                    help="kstep: a consumer waits before each producer tile it loads (default); "
                         "block: a consumer tile starts once all its producer tiles are posted")
@@ -91,7 +107,17 @@ def main(argv: list[str] | None = None) -> int:
         params = _kv(args.defines, "-D", int)
         occ = _kv(args.occupancy, "--occupancy", _pos_int)
         tt = _kv(args.tile_time, "--tile-time", _pos_float)
-        return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json)
+        for name, res in _kv(args.block, "--block", _block_res).items():
+            if name in occ:
+                raise _UsageError(f"both --occupancy and --block for grid '{name}'")
+            n = occupancy(gpu, *res)
+            if n == 0:
+                raise _UsageError(f"--block {name}: a block of {res[0]} threads, {res[1]} registers per thread and "
+                                  f"{res[2]} bytes of shared memory does not fit on one SM of {gpu.name}")
+            occ[name] = n
+        if not (args.wait_cost >= 0) or args.wait_cost == float("inf"):
+            raise _UsageError("--wait-cost must be a finite number >= 0")
+        return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, args.wait_cost)
     except _UsageError as e:
         print(f"cusyncgen plan: error: {e}", file=sys.stderr)
         return 1
@@ -100,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _plan_file(path, params, gpu, occ, tt, model, as_json) -> int:
+def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0) -> int:
     import os
 
     from .adapter import AdapterError, spec_from_program
@@ -124,7 +150,8 @@ def _plan_file(path, params, gpu, occ, tt, model, as_json) -> int:
         program = getattr(result, "program", result)
         spec = spec_from_program(program, occ, tt, source=os.path.basename(path)
                                  + "".join(f" -D {k}={v}" for k, v in params.items()))
-        plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile")
+        plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile",
+                         wait_cost=wait_cost)
     except CusyncError as e:
         print(str(e), file=sys.stderr)
         return 1

@@ -98,11 +98,13 @@ class ChainSpec:
         return n
 
 
-def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, model: str = "kstep") -> Chain:
+def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, model: str = "kstep",
+                wait_cost: float = 0.0) -> Chain:
     """The simulator's chain for one policy per dependency.  ``custom_order``: grids with a
     generated order use it (else every grid is row-major).  ``model``: ``kstep`` (one step per
     waited producer tile, the wait before the load of each K-step) or ``block`` (the whole tile
-    starts once all its semaphores are posted)."""
+    starts once all its semaphores are posted).  ``wait_cost``: time added per wait on a new
+    semaphore (consecutive waits on the same semaphore return at once in the runtime)."""
     if model not in ("kstep", "block"):
         raise ValueError(f"unknown model {model!r}")
     posts: dict[str, list[list]] = {g.name: [[] for _ in range(g.num_tiles)] for g in spec.grids}
@@ -132,5 +134,5 @@ def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, mode
             w = [[sorted({k for step in steps for k in step}, key=repr)] if steps else [] for steps in w]
         order = list(g.order) if (custom_order and g.order is not None) else None
         stages.append(Stage(g.name, g.num_tiles, g.occupancy, g.tile_time, order, posts[g.name],
-                            w if any(w) else None))
+                            w if any(w) else None, wait_cost))
     return Chain(stages, sem_values)

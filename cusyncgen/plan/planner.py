@@ -19,7 +19,8 @@ ORDERINGS = {
 }
 
 
-def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = "tile") -> dict:
+def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = "tile",
+              wait_cost: float = 0.0) -> dict:
     sms = gpu.num_sms
     grids = []
     stats = []
@@ -35,7 +36,7 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
     variants = []
     for choice in spec.choices() if spec.deps else []:
         for custom in ([False, True] if has_order else [False]):
-            chain = build_chain(spec, choice, custom, model)
+            chain = build_chain(spec, choice, custom, model, wait_cost)
             res = simulate(chain, sms, "ordered")
             cp = critical_path(chain)
             safety = {}
@@ -95,9 +96,13 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
                "speedup": r["speedup"], "streamsync_is_better": r["time"] > base.time + eps,
                "why": ("least simulated time"
                        + (f"; ties broken by fewer semaphore waits ({r['total_waits']})" if len(near) > 1 else ""))}
+        if rec["streamsync_is_better"]:
+            rec = {"policy": "StreamSync", "order": "row-major", "launch": "stream", "time": base.time,
+                   "speedup": 1.0, "streamsync_is_better": True,
+                   "why": f"every policy is predicted slower (best: {r['policy']}, {r['time']:.4g})"}
     return {
         "source": spec.source, "gpu": {"name": gpu.name, "sm": gpu.sm, "num_sms": sms},
-        "model": model, "time_unit": time_unit, "grids": grids,
+        "model": model, "wait_cost": wait_cost, "time_unit": time_unit, "grids": grids,
         "streamsync": {"time": base.time, "waves": base.time / unit, "stage_end": base.stage_end,
                        "whole_waves": sum(s.full_waves for s in stats),
                        "fractional_waves": sum(s.waves for s in stats)},

@@ -18,7 +18,8 @@ def render(plan: dict) -> str:
         out.append(f"  {g['name']:<10} {ext:>12} {g['blocks']:>7} {g['occupancy']:>4} {g['blocks_per_wave']:>9} "
                    f"{g['waves']:>7.2f} {g['full_waves']:>5} {g['utilization']*100:>5.0f}% {g['last_wave_utilization']*100:>8.0f}%")
     ss = plan["streamsync"]
-    out += ["", f"Simulation ({plan['model']} model; times in {unit}, dispatch in launch order, a waiting block holds its slot):",
+    wc = f", {plan['wait_cost']:g} per semaphore wait" if plan.get("wait_cost") else ""
+    out += ["", f"Simulation ({plan['model']} model{wc}; times in {unit}, dispatch in launch order, a waiting block holds its slot):",
             f"  StreamSync: {_g(ss['time'])}  (whole waves {ss['whole_waves']}, fractional sum {ss['fractional_waves']:.2f})"]
     if plan["variants"]:
         pw = max(28, max(len(v["policy"]) for v in plan["variants"]))
@@ -50,6 +51,6 @@ def render(plan: dict) -> str:
         sp = "-" if r["speedup"] is None else f"{r['speedup']:.3f}x"
         out += ["", f"Recommended: {r['policy']}, {r['order']} order, launch ordering {r['launch']} "
                     f"(predicted {_g(r['time'])} {unit}, {sp} over StreamSync; {r['why']})"]
-        if r["streamsync_is_better"]:
-            out.append("  StreamSync is predicted faster than every policy: keep StreamSync.")
+    out.append("Model: equal-time blocks per grid, in-order dispatch, no memory or launch effects; a ranking"
+               " aid, to be checked against measurements (cusyncgen tune).")
     return "\n".join(out)

@@ -11,8 +11,8 @@ A :class:`Chain` is a list of :class:`Stage` s in launch order plus the semaphor
   and, per tile, the semaphores it posts (``posts[tile]``, +1 each when the tile is done) and the
   semaphores it waits on (``waits[tile]``: a list of *steps*; before step ``i`` the block waits until
   every semaphore of ``waits[tile][i]`` has reached its value; each step takes
-  ``tile_time / len(steps)``).  A GeMM consumer whose main loop waits for the producer tile of each
-  K-step before loading it has one step per producer tile (the ``kstep`` model); the ``block`` model
+  ``tile_time / len(steps)``, plus ``wait_cost`` if it waits on a semaphore).  A GeMM consumer
+  whose main loop waits for the producer tile of each K-step before loading it has one step per producer tile (the ``kstep`` model); the ``block`` model
   puts every semaphore into one step, so the whole tile runs once all dependencies are posted.
 - ``sem_values[key]`` is the value a semaphore must reach (the number of producer tiles posting it).
 
@@ -56,6 +56,7 @@ class Stage:
     order: Sequence[int] | None = None
     posts: Sequence[Sequence[Sem]] | None = None
     waits: Sequence[Sequence[Sequence[Sem]]] | None = None
+    wait_cost: float = 0.0   # time each step with a semaphore adds (the load of the semaphore)
 
     def tile_of_ticket(self, ticket: int) -> int:
         return ticket if self.order is None else self.order[ticket]
@@ -89,6 +90,8 @@ class Chain:
                 raise ValueError(f"stage {s.name}: occupancy must be >= 1")
             if not (s.tile_time > 0) or math.isinf(s.tile_time):
                 raise ValueError(f"stage {s.name}: tile time must be positive")
+            if s.wait_cost < 0:
+                raise ValueError(f"stage {s.name}: wait cost must be >= 0")
             if s.order is not None and sorted(s.order) != list(range(s.num_tiles)):
                 raise ValueError(f"stage {s.name}: order is not a permutation of its tiles")
             for t in range(s.num_tiles):
@@ -167,14 +170,17 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     waiting = 0
     wait_time = 0.0
 
-    def ready_steps(b: _Block) -> int:
-        n = 0
+    def ready_steps(b: _Block) -> tuple[int, int]:
+        """(steps ready to run now, how many of them wait on a semaphore)"""
+        n = synced = 0
         for step in b.steps[b.step:]:
             for k in step:
                 if counts[k] < values[k]:
-                    return n
+                    return n, synced
             n += 1
-        return n
+            if step:
+                synced += 1
+        return n, synced
 
     def advance(b: _Block) -> None:
         """Run as many ready steps as possible, or park the block on its first unposted semaphore."""
@@ -184,7 +190,7 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
             heapq.heappush(events, (now + b.dur, seq, b))
             seq += 1
             return
-        n = ready_steps(b)
+        n, synced = ready_steps(b)
         if n == 0:
             for k in b.steps[b.step]:
                 if counts[k] < values[k]:
@@ -194,7 +200,7 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
             waiting += 1
             return
         b.step += n
-        heapq.heappush(events, (now + b.dur * n / nsteps, seq, b))
+        heapq.heappush(events, (now + b.dur * n / nsteps + stages[b.stage].wait_cost * synced, seq, b))
         seq += 1
 
     while True:
@@ -264,4 +270,5 @@ def critical_path(chain: Chain) -> float:
 def stream_sync_time(chain: Chain, num_sms: int) -> SimResult:
     """StreamSync: the stages one after the other on one stream, no semaphores."""
     bare = Chain([Stage(s.name, s.num_tiles, s.occupancy, s.tile_time, None, None, None) for s in chain.stages], {})
+    # (no semaphores, so no wait_cost either)
     return simulate(bare, num_sms, "stream")
