@@ -41,7 +41,8 @@ endings included, is kept.
 
 What is not checked: that the independent load does not read what the dependent load writes (the
 annotation is the user's promise), and anything the C preprocessor would change (macros are not
-expanded; ``#if`` branches are all read as code).
+expanded; ``#if`` branches are all read as code; raw string literals ``R"(...)"`` are not
+recognized).
 
 Errors print ``file:line:col: error: message``, the line and a caret (CusyncError) and exit 1.
 """

@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     except GPUError as e:
         print(f"cusyncgen plan: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # e.g. piped into head
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0) -> int:

@@ -21,6 +21,8 @@ def render(plan: dict) -> str:
     wc = f", {plan['wait_cost']:g} per semaphore wait" if plan.get("wait_cost") else ""
     out += ["", f"Simulation ({plan['model']} model{wc}; times in {unit}, dispatch in launch order, a waiting block holds its slot):",
             f"  StreamSync: {_g(ss['time'])}  (whole waves {ss['whole_waves']}, fractional sum {ss['fractional_waves']:.2f})"]
+    if not plan["variants"]:
+        out.append("  no Dep between the grids: nothing to synchronize")
     if plan["variants"]:
         pw = max(28, max(len(v["policy"]) for v in plan["variants"]))
         out.append(f"  {'policy':<{pw}} {'order':<10} {'time':>8} {'speedup':>8} {'crit.path':>9} {'sems':>6} {'waits':>7}   deadlock: none / wait-kernel / pdl")
