@@ -22,6 +22,13 @@ def test_table1_row(batch, which, grid, occ, waves, util):
     assert ws.last_wave_utilization < ws.utilization      # ... not the last wave's (20 % / 40 %)
 
 
+def test_table1_reproduction_rows():
+    rows = reproduce_table1()
+    assert [(r["batch"], r["gemm"]) for r in rows] == [(b, g) for b, g, *_ in TABLE1]
+    for r in rows:
+        assert round(r["waves"], 1) == r["paper_waves"] and round(r["utilization"], 2) == r["paper_utilization"]
+
+
 def test_table1_grids_follow_from_gpt3_shapes():
     # Table I's grids are Table IV's rows 256, 512, 1024
     by_m = {r.m: r for r in TABLE4}

@@ -29,8 +29,7 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         stats.append(ws)
         grids.append({"name": g.name, "extent": list(g.extent), "occupancy": g.occupancy,
                       "tile_time": g.tile_time, "custom_order": g.has_custom_order, **ws.as_dict()})
-    base = stream_sync_time(build_chain(spec, [0] * len(spec.deps), False, model), sms) if spec.deps else \
-        stream_sync_time(build_chain(spec, [], False, model), sms)
+    base = stream_sync_time(build_chain(spec, [0] * len(spec.deps), False, model), sms)
     unit = max(g.tile_time for g in spec.grids)
     has_order = any(g.has_custom_order for g in spec.grids)
     variants = []
