@@ -20,6 +20,13 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 SWEEP = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096]
 
+# Other workloads: "module:function" returning the same result dict as bench_mlp, called as
+# function(models="a,b" or None, sweep=[sizes] or None, iters=N).
+WORKLOADS = {
+    "attention": "cusyncgen.cuda.attention:bench",
+    "conv2d": "cusyncgen.cuda.conv:bench",
+}
+
 
 def configs_for(mlp) -> list:
     from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
@@ -142,7 +149,7 @@ def slug(device: str) -> str:
 
 def markdown(result: dict) -> str:
     rows = result["rows"]
-    lines = [f"# MLP: CuSync vs StreamSync vs cuBLAS on {result['device']}", "",
+    lines = [f"# {result['workload']}: CuSync vs StreamSync vs the vendor library on {result['device']}", "",
              f"Measured ceilings in this run: fp16 matmul {result['ceilings']['peak_flops'] / 1e12:.0f} TFLOP/s, "
              f"copy {result['ceilings']['bandwidth'] / 1e12:.2f} TB/s. Times: median of CUDA-graph replays, microseconds. "
              "Speed-up is StreamSync time / config time (same kernels, same run).", ""]
@@ -191,7 +198,7 @@ def plot(result: dict, path: Path) -> None:
         ax.set_xticks(range(len(Ms)), [str(M) for M in Ms])
         ax.set_xlabel("M = B x S")
         ax.set_ylabel("speed-up over StreamSync (best variant)")
-        ax.set_title(f"{model} MLP, {result['device']}")
+        ax.set_title(f"{model} {result['workload']}, {result['device']}")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -202,7 +209,7 @@ def write(result: dict, out_dir: Path, stem: str) -> list[Path]:
     js = out_dir / f"{stem}.json"
     js.write_text(json.dumps(result, indent=1) + "\n")
     paths = [js]
-    if result["workload"] == "mlp":
+    if result["workload"] != "overhead":
         md = out_dir / f"{stem}.md"
         md.write_text(markdown(result) + "\n")
         png = out_dir / f"{stem}.png"
@@ -217,9 +224,9 @@ def write(result: dict, out_dir: Path, stem: str) -> list[Path]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="cusyncgen bench", description=__doc__.splitlines()[0])
-    ap.add_argument("workload", choices=["mlp", "overhead"])
-    ap.add_argument("--models", default="gpt3,llama")
-    ap.add_argument("--M", default=",".join(map(str, SWEEP)), help="comma-separated M = B x S values")
+    ap.add_argument("workload", choices=["mlp", "overhead", *WORKLOADS])
+    ap.add_argument("--models", default=None, help="comma-separated models of the workload (default: all)")
+    ap.add_argument("--M", default=None, help="comma-separated sizes of the sweep (default: the paper's)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -237,8 +244,14 @@ def main(argv=None) -> int:
             print(f"{r['config']:>24s} {r['time_us']:8.1f} us  overhead {100 * r['overhead_vs_streamsync']:+.2f}%  correct={r['correct']}")
         write(res, args.out_dir, f"overhead-{dev}")
         return 0
-    res = bench_mlp(args.models.split(","), [int(m) for m in args.M.split(",")], args.iters, args.out_dir)
-    for p in write(res, args.out_dir, f"mlp-{dev}"):
+    sweep = [int(m) for m in args.M.split(",")] if args.M else None
+    if args.workload == "mlp":
+        res = bench_mlp((args.models or "gpt3,llama").split(","), sweep or SWEEP, args.iters, args.out_dir)
+    else:
+        import importlib
+        mod, fn = WORKLOADS[args.workload].split(":")
+        res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters)
+    for p in write(res, args.out_dir, f"{args.workload}-{dev}"):
         print(p)
     print(markdown(res))
     return 0

@@ -69,7 +69,10 @@ def default_tiles(model: str, M: int) -> Tiles:
 
 
 def dep_params(model: Model, M: int, tiles: Tiles) -> dict[str, int]:
-    params = {"H": model.H, "B": M, "S": 1, "TileM": tiles.BM, "TileN": tiles.BN}
+    # The .dep files count row tiles as B*S/TileM (exact division): the grid has cdiv(M, BM) row
+    # tiles, so M is rounded up to whole tiles here; the kernels predicate the rows past M.
+    rows = -(-M // tiles.BM) * tiles.BM
+    params = {"H": model.H, "B": rows, "S": 1, "TileM": tiles.BM, "TileN": tiles.BN}
     if model.swiglu:
         params["F"] = model.K2
     return params

@@ -25,6 +25,14 @@ def sources(bench_sweep, test_sizes=TEST_SIZES):
         for M in test_sizes:
             out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M), debug=True)[0])
     out.append(mlp.copy_module_source(132 * 8, debug=False))
+    import importlib
+    import importlib.util
+    from cusyncgen.cuda.bench import WORKLOADS
+    for target in WORKLOADS.values():
+        name = target.split(":")[0].replace("cusyncgen.cuda.", "cusyncgen.cuda.modules_")
+        if importlib.util.find_spec(name) is None:
+            continue  # that workload has no module sources yet
+        out.extend(importlib.import_module(name).prebuild_sources())
     out.append(mlp.copy_module_source(3 * 132 + 17, debug=True))
     out.append(mlp.copy_module_source(40, debug=True))
     return out
