@@ -67,6 +67,7 @@ def compile(source, params: "dict | None" = None, name: "str | None" = None,
 
     if hasattr(source, "to_syntax"):  # the embedded Python DSL
         tree = source.to_syntax(name)
+        namespace = namespace or namespace_for(source.name)
     else:
         if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                         and source.endswith(".dep") and Path(source).is_file()):
@@ -76,6 +77,16 @@ def compile(source, params: "dict | None" = None, name: "str | None" = None,
         else:
             text = str(source)
             name = name or "<string>"
-        tree = parse(text, name)
-    program = analyze(tree, params, namespace or namespace_for(tree.file))
+        try:
+            tree = parse(text, name)
+        except RecursionError:
+            from cusyncgen.errors import ParseError
+
+            raise ParseError(f"{name}: expressions nested too deeply") from None
+    try:
+        program = analyze(tree, params, namespace or namespace_for(tree.file))
+    except RecursionError:
+        from cusyncgen.errors import CusyncError
+
+        raise CusyncError(f"{tree.file}: expressions nested too deeply") from None
     return Compiled(program, namespace)

@@ -194,7 +194,7 @@ def parse(text: str, file: str = "<string>") -> S.Program:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
-        what = "unterminated comment" if text.startswith("/*", e.pos_in_stream) else \
+        what = "unterminated comment: '/*' without '*/'" if text.startswith("/*", e.pos_in_stream) else \
             f"unexpected character {ch!r}"
         raise ParseError(what, span_at(e.line, e.column)) from None
     except lark.exceptions.UnexpectedEOF as e:
@@ -209,6 +209,9 @@ def parse(text: str, file: str = "<string>") -> S.Program:
             col = len(lines[-1]) + 1 if lines else 1
             raise ParseError("unexpected end of input" + _expected(e.expected),
                              span_at(line, col)) from None
+        if text.startswith("/*", tok.start_pos or 0):
+            raise ParseError("unterminated comment: '/*' without '*/'",
+                             span_at(tok.line, tok.column, 2)) from None
         raise ParseError(f"unexpected '{tok}'" + _expected(e.expected),
                          span_at(tok.line, tok.column, max(len(str(tok)), 1))) from None
     except lark.exceptions.UnexpectedInput as e:  # pragma: no cover - other lark input errors

@@ -1,0 +1,263 @@
+"""The analyzer: quasi-affine interval bounds (hypothesis), bounds checks without enumeration,
+the derived policies and orders of every example, and random well-formed programs."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import cusyncgen
+from cusyncgen import analysis as A
+from cusyncgen import check, ir
+from cusyncgen import syntax as S
+from cusyncgen.errors import CusyncError, NotAffineError, OutOfBoundsError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+# ---- random quasi-affine expressions ------------------------------------------------------------
+
+def exprs(affine_only: bool):
+    leaf = st.one_of(st.sampled_from([S.Name("x"), S.Name("y")]),
+                     st.integers(-20, 20).map(S.Num))
+
+    def extend(children):
+        lin = st.one_of(
+            st.tuples(st.sampled_from("+-"), children, children).map(lambda t: S.BinOp(*t)),
+            st.tuples(st.integers(-5, 5).map(S.Num), children).map(
+                lambda t: S.BinOp("*", t[0], t[1])),
+            children.map(S.Neg))
+        if affine_only:
+            return lin
+        return st.one_of(lin, st.tuples(st.sampled_from("/%"), children,
+                                        st.integers(1, 9).map(S.Num)).map(lambda t: S.BinOp(*t)),
+                         st.tuples(children, st.integers(1, 9).map(S.Num)).map(
+                             lambda t: S.CDiv(*t)))
+
+    return st.recursive(leaf, extend, max_leaves=12)
+
+
+def py_eval(e, env):
+    """Reference semantics of a tile index: Python ints, floor division and modulo."""
+    if isinstance(e, S.Num):
+        return e.value
+    if isinstance(e, S.Name):
+        return env[e.name]
+    if isinstance(e, S.Neg):
+        return -py_eval(e.operand, env)
+    if isinstance(e, S.CDiv):
+        return -(-py_eval(e.lhs, env) // py_eval(e.rhs, env))
+    a, b = py_eval(e.lhs, env), py_eval(e.rhs, env)
+    return {"+": a + b, "-": a - b, "*": a * b}.get(e.op) if e.op in "+-*" else \
+        (a // b if e.op == "/" else a % b)
+
+
+def _analyzer():
+    return A.Analyzer(S.Program("t.dep", ()), {}, "t")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exprs(affine_only=False), st.integers(1, 7), st.integers(1, 7))
+def test_interval_contains_every_value(e, X, Y):
+    aff = _analyzer().index(e, {"x": "c.x", "y": "c.y"})
+    box = {"c.x": (0, X - 1), "c.y": (0, Y - 1)}
+    lo, hi = A.interval(aff, box)
+    node = A.to_ir(aff, box)
+    for x, y in itertools.product(range(X), range(Y)):
+        v = py_eval(e, {"x": x, "y": y})
+        assert lo <= v <= hi
+        assert ir.evaluate(node, {"c.x": x, "c.y": y}) == v
+
+
+@settings(max_examples=300, deadline=None)
+@given(exprs(affine_only=True), st.integers(1, 7), st.integers(1, 7))
+def test_interval_is_tight_for_affine(e, X, Y):
+    aff = _analyzer().index(e, {"x": "c.x", "y": "c.y"})
+    lo, hi = A.interval(aff, {"c.x": (0, X - 1), "c.y": (0, Y - 1)})
+    values = [py_eval(e, {"x": x, "y": y}) for x in range(X) for y in range(Y)]
+    assert (lo, hi) == (min(values), max(values))
+
+
+def test_products_of_dims_are_not_affine():
+    an = _analyzer()
+    env = {"x": "c.x", "y": "c.y"}
+    with pytest.raises(NotAffineError):
+        an.index(S.BinOp("*", S.Name("x"), S.BinOp("+", S.Name("y"), S.Num(1))), env)
+    with pytest.raises(NotAffineError):
+        an.index(S.BinOp("%", S.Num(7), S.Name("x")), env)
+    # a product with a constant that cancels the dim is affine
+    assert an.index(S.BinOp("*", S.Name("x"), S.BinOp("-", S.Name("y"), S.Name("y"))), env) == A.Aff(0)
+
+
+# ---- bounds without enumeration ------------------------------------------------------------------
+
+MILLION = """
+Dim x, y;
+Grid p(x, y, 1000, 1000);
+Grid c(x, y, 1000, 1000);
+Dep d({c, Tile(x, y)}, {p, Tile(999 - x, y / 2 + y / 2), Tile(x, (y + 5) % 1000)});
+"""
+
+
+def test_million_tile_grid_is_checked_instantly():
+    t = time.perf_counter()
+    prog = cusyncgen.compile(MILLION).program
+    assert time.perf_counter() - t < 1.0
+    assert prog.grid("c").num_tiles == 10**6
+    with pytest.raises(OutOfBoundsError, match=r"is 1000 for consumer tile c\(999, 0\)"):
+        cusyncgen.compile(MILLION.replace("Tile(x, (y", "Tile(x + 1, (y"))
+
+
+def test_loose_interval_falls_back_to_enumeration_on_small_grids():
+    text = """Dim x, y; Grid p(x, y, 2, 4); Grid c(x, y, 32, 4);
+    Dep d({c, Tile(x, y)}, {p, Tile(x - 2*(x/2), y)});"""
+    prog = cusyncgen.compile(text).program  # x%2 written the long way: [-30, 31] by intervals
+    assert check.problems(prog) == []
+    big = text.replace("32, 4);", "4000, 4000);").replace("(x, y, 2, 4)", "(x, y, 2, 4000)")
+    with pytest.raises(OutOfBoundsError, match="cannot prove"):
+        cusyncgen.compile(big)
+
+
+# ---- derived policies and orders -------------------------------------------------------------
+
+EXPECTED = {
+    "mlp_gpt3.dep": [("dep", "g1", "TileSync"), ("dep", "g1", "RowSync")],
+    "mlp_llama.dep": [("dep", "g1", "TileSync"), ("dep", "g1", "StridedSync"),
+                      ("dep", "g1", "RowSync")],
+    "attention_gpt3.dep": [("dep1P", "g1", "TileSync"), ("dep1P", "g1", "StridedSync"),
+                           ("dep1P", "g1", "RowSync"), ("depPR", "gP", "TileSync"),
+                           ("depPR", "gP", "RowSync"), ("depTR1", "gR", "TileSync"),
+                           ("depTR1", "g1", "TileSync"), ("depTR1", "g1", "RowSync"),
+                           ("dep23", "gT", "TileSync"), ("dep23", "gT", "RowSync")],
+    "conv_resnet38.dep": [("dep", "g1", "Conv2DTileSync"), ("dep", "g1", "RowSync")],
+    "conv_vgg19.dep": [(d, p, n) for d, p in (("dep12", "g1"), ("dep23", "g2"), ("dep34", "g3"))
+                       for n in ("Conv2DTileSync", "RowSync")],
+}
+PARAMS = {"mlp_gpt3.dep": {"B": 8, "S": 256}}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_policies(name):
+    prog = cusyncgen.compile(EXAMPLES / name, params=PARAMS.get(name)).program
+    assert [(p.dep, p.producer, p.name) for p in prog.policies] == EXPECTED[name]
+
+
+def test_llama_strided_policy_and_order():
+    prog = cusyncgen.compile(EXAMPLES / "mlp_llama.dep").program
+    s = [p for p in prog.policies if p.name == "StridedSync"][0]
+    assert s.dims[0] == ir.DimMap("mod", 43) and s.num_sems == 43 * 2
+    assert s.sem((0, 1, 0)) == s.sem((43, 1, 0)) and s.value((0, 1, 0)) == 2
+    o = prog.order("g1")
+    assert (o.group_dim, o.group_stride, o.group_count) == ("x", 43, 2)
+    assert [o.tile(i)[0] for i in range(4)] == [0, 43, 1, 44]
+    assert prog.order("g2").group_dim is None
+
+
+def test_attention_chain_order_groups_qkv():
+    prog = cusyncgen.compile(EXAMPLES / "attention_gpt3.dep").program
+    o = prog.order("g1")
+    assert (o.group_dim, o.group_stride, o.group_count) == ("x", 12, 3)
+    assert [o.tile(i) for i in range(4)] == [(0, 0, 0), (12, 0, 0), (24, 0, 0), (1, 0, 0)]
+    assert [prog.order(g).group_dim for g in ("gP", "gR", "gT", "g2")] == [None] * 4
+
+
+def test_order_ir_matches_design_formula():
+    o = ir.OrderIR("g", (6, 2, 1), "x", 3, 2)
+    for r in range(6):
+        t = o.tile(r)
+        assert t[0] == r // 2 + (r % 2) * 3 and o.linear(t) == r
+
+
+def test_div_grouping_and_value_of_partial_groups():
+    text = """Dim x, y; Grid p(x, y, 7, 3); Grid c(x, y, 4, 3);
+    Dep d({c, Tile(x, y)}, {p, ForAll(Tile(2*x + y - y, y), y, Range(2))});"""
+    with pytest.raises(OutOfBoundsError):  # the ForAll runs y up to 3, outside p.y = 3
+        cusyncgen.compile(text.replace("Range(2)", "Range(4)"))
+    text = """Dim x, y, k; Grid p(x, 7); Grid c(x, 4);
+    Dep d({c, Tile(x)}, {p, ForAll(Tile(2*x + k), k, Range(2))});"""
+    with pytest.raises(OutOfBoundsError):
+        cusyncgen.compile(text)  # 2*3 + 1 = 7 is outside p
+    prog = cusyncgen.compile(text.replace("Range(2)", "Range(1, 2)").replace("2*x + k", "2*x + k - 1")).program
+    assert check.problems(prog) == []
+    div = cusyncgen.compile(text.replace("Grid p(x, 7)", "Grid p(x, 8)")).program
+    names = {p.name: p for p in div.policies}
+    g = [p for p in div.policies if p.dims[0].kind == "div"][0]
+    assert g.dims[0].param == 2 and g.value((7, 0, 0)) == 2 and "RowSync" in names
+    odd = ir.PolicyIR("d", "c", "p", "G", (7, 1, 1), (ir.DimMap("div", 2),) + (ir.DimMap("tile"),) * 2, 4)
+    assert [odd.value((t, 0, 0)) for t in range(7)] == [2, 2, 2, 2, 2, 2, 1]
+    mod = ir.PolicyIR("d", "c", "p", "G", (7, 1, 1), (ir.DimMap("mod", 3),) + (ir.DimMap("tile"),) * 2, 3)
+    assert [mod.value((t, 0, 0)) for t in range(7)] == [3, 2, 2, 3, 2, 2, 3]
+
+
+# ---- random well-formed programs ------------------------------------------------------------
+
+@st.composite
+def programs(draw):
+    n = draw(st.integers(2, 4))
+    ext = [(draw(st.integers(1, 5)), draw(st.integers(1, 4))) for _ in range(n)]
+    lines = ["Param K = %d;" % draw(st.integers(1, 4)), "Dim x, y;"]
+    lines += [f"Grid g{i}(x, y, {X}, {Y});" for i, (X, Y) in enumerate(ext)]
+    for i in range(1, n):
+        prods = []
+        for j in sorted(set(draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=2)))):
+            tiles = []
+            for _ in range(draw(st.integers(1, 2))):
+                ex = S.unparse_expr(draw(exprs(False)))
+                ey = S.unparse_expr(draw(exprs(False)))
+                t = f"Tile({ex}, {ey})"
+                if draw(st.booleans()):
+                    t = f"ForAll({t}, {draw(st.sampled_from('xy'))}, Range({draw(st.integers(1, 3))}))"
+                tiles.append(t)
+            prods.append("{g%d, %s}" % (j, ", ".join(tiles)))
+        lines.append(f"Dep d{i}({{g{i}, Tile(x, y)}}, {', '.join(prods)});")
+    return "\n".join(lines) + "\n"
+
+
+def _reads_out_of_bounds(text: str) -> bool:
+    """Reference: evaluate the syntax tree directly over every consumer tile."""
+    from cusyncgen.parser import parse
+
+    tree = parse(text)
+    grids = {s.name: [py_eval(e, {}) for e in s.extents] for s in tree.stmts
+             if isinstance(s, S.GridDecl)}
+    for dep in (s for s in tree.stmts if isinstance(s, S.DepDecl)):
+        cX, cY = grids[dep.consumer.grid.name]
+        for grp in dep.producers:
+            pX, pY = grids[grp.grid.name]
+            for ts in grp.tiles:
+                for x, y in itertools.product(range(cX), range(cY)):
+                    env = {"x": x, "y": y}
+                    loops = []
+                    node = ts
+                    while isinstance(node, S.ForAllExpr):
+                        loops.append((node.dim.name, py_eval(node.range.hi, {})))
+                        node = node.tiles
+                    for vals in itertools.product(*(range(n) for _, n in loops)):
+                        e2 = dict(env)
+                        for (d, _), v in zip(loops, vals):
+                            e2[d] = v
+                        tx, ty = (py_eval(i, e2) for i in node.indices)
+                        if not (0 <= tx < pX and 0 <= ty < pY):
+                            return True
+    return False
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_random_programs_are_accepted_iff_in_bounds(text):
+    try:
+        compiled = cusyncgen.compile(text, name="r.dep")
+    except OutOfBoundsError:
+        assert _reads_out_of_bounds(text)
+        return
+    except CusyncError as e:  # e.g. an index that divides by 0 after constant folding
+        assert not isinstance(e, OutOfBoundsError)
+        assume(False)
+    assert not _reads_out_of_bounds(text)
+    assert check.problems(compiled.program) == []
+    assert compiled.header.startswith("#pragma once\n")
