@@ -53,6 +53,10 @@ class Tiles:
                 f"{self.warps_n}, {epilogue}, {str(swiglu).lower()}, {str(reorder).lower()}, {prod_bn}>")
 
     @property
+    def label(self) -> str:
+        return f"{self.BM}x{self.BN}x{self.BK}/s{self.stages}/w{self.warps_m}x{self.warps_n}"
+
+    @property
     def threads(self) -> int:
         return self.warps_m * self.warps_n * 32
 

@@ -1,0 +1,203 @@
+"""`cusyncgen tune mlp`: pick the fastest correct configuration per size on this GPU.
+
+For every model and M it compiles every generated policy x {W, R, T, PDL} x a few tile shapes,
+times them as the benchmark does (CUDA-graph replays, rotating inputs), checks each against the
+float32 reference, and keeps the fastest *correct* one (StreamSync itself when nothing beats it).
+Results are cached per (device, model, M, tiles) in a JSON file, so an interrupted tune resumes.
+It writes a report (markdown + PNG: speed-up per size, the chosen configuration, the wave
+model's prediction from `cusyncgen plan` beside the measurement) and a dispatch table (JSON for
+Python, a C++ header) that selects the configuration by M at run time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from cusyncgen.cuda.bench import RESULTS, SWEEP, slug
+from cusyncgen.cuda.modules import MODELS, Tiles, default_tiles
+
+
+def tile_candidates(model: str, M: int) -> list[Tiles]:
+    """The default shape for M and the other row-tile height (64 <-> 128)."""
+    base = default_tiles(model, M)
+    other_bm = 128 if base.BM == 64 else 64
+    alt = Tiles(BM=other_bm, BN=base.BN, BK=base.BK, stages=base.stages, warps_m=base.warps_m, warps_n=base.warps_n)
+    return [base, alt]
+
+
+def predict(mlp) -> dict:
+    """The wave model's recommendation (cusyncgen plan) for this MLP, with the compiled kernels'
+    occupancy and per-tile work proportional to each GeMM's K."""
+    from cusyncgen.cuda import driver
+    from cusyncgen.cuda.modules import compile_dep
+    from cusyncgen.plan import adapter, gpus, planner
+    compiled, _ = compile_dep(mlp.model, mlp.M, mlp.tiles)
+    k1, k2, _ = mlp.kernels[None]
+    occ = {"g1": driver.max_active_blocks(k1), "g2": driver.max_active_blocks(k2)}
+    tt = {"g1": float(mlp.model.K1), "g2": float(mlp.model.K2)}
+    spec = adapter.spec_from_program(compiled.program, occupancy=occ, tile_time=tt)
+    try:
+        gpu = gpus.detect_gpu()
+    except Exception:
+        gpu = gpus.get_gpu("h100")
+    rec = planner.make_plan(spec, gpu)["recommended"]
+    return {"policy": rec["policy"], "speedup": rec["speedup"], "occupancy": occ}
+
+
+def family(config: str) -> str:
+    return config.split("+")[0]
+
+
+def tune_mlp(models, sweep, iters, cache_path: Path, progress=True) -> dict:
+    import cupy
+
+    from cusyncgen.cuda import driver
+    from cusyncgen.cuda.bench import measure_mlp_point
+
+    dev = driver.device_name()
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    cache.setdefault(dev, {})
+    stream = cupy.cuda.Stream(non_blocking=True)
+    choices = []
+    for model in models:
+        for M in sweep:
+            t0 = time.time()
+            rows, prediction = [], None
+            for tiles in tile_candidates(model, M):
+                key = f"{model}|{M}|{tiles.label}"
+                if key not in cache[dev]:
+                    point, mlp, *_ = measure_mlp_point(model, M, iters, stream, seed=M, tiles=tiles)
+                    entry = {"rows": point, "tiles": asdict(tiles)}
+                    if tiles == default_tiles(model, M):
+                        entry["prediction"] = predict(mlp)
+                    cache[dev][key] = entry
+                    del mlp
+                    cupy.get_default_memory_pool().free_all_blocks()
+                    cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                entry = cache[dev][key]
+                rows += [dict(r, tile_cfg=entry["tiles"]) for r in entry["rows"]]
+                prediction = entry.get("prediction", prediction)
+            # StreamSync of the default tiles is the baseline for every candidate
+            base = next(r for r in rows if r["config"] == "StreamSync" and r["tiles"] == default_tiles(model, M).label)
+            for r in rows:
+                r["speedup_vs_streamsync"] = round(base["time_us"] / r["time_us"], 4)
+            best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"])
+            measured_family = family(best["config"]) if best["config"] not in ("StreamSync",) else "StreamSync"
+            choices.append({"model": model, "M": M, "config": best["config"], "tiles": best["tiles"],
+                            "tile_cfg": best["tile_cfg"], "time_us": best["time_us"],
+                            "streamsync_us": base["time_us"], "speedup_vs_streamsync": best["speedup_vs_streamsync"],
+                            "predicted": prediction, "measured_family": measured_family,
+                            "prediction_matches": bool(prediction) and prediction["policy"] == measured_family,
+                            "candidates": len(rows)})
+            if progress:
+                print(f"{model} M={M}: {best['config']} [{best['tiles']}] {best['speedup_vs_streamsync']:.3f}x "
+                      f"(predicted {prediction and prediction['policy']}) [{time.time() - t0:.0f} s]",
+                      file=sys.stderr, flush=True)
+    return {"device": dev, "workload": "mlp", "choices": choices}
+
+
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def report(result: dict) -> str:
+    lines = [f"# cusyncgen tune: mlp on {result['device']}", "",
+             "The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
+             "its speed-up over StreamSync (same kernels, same run), and the wave model's prediction.", ""]
+    for model in sorted({c["model"] for c in result["choices"]}):
+        cs = [c for c in result["choices"] if c["model"] == model]
+        lines += [f"## {model}", "", "| M | chosen | tiles | time (us) | StreamSync (us) | speed-up | predicted policy | match |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in cs:
+            p = c["predicted"] or {}
+            lines.append(f"| {c['M']} | {c['config']} | {c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
+                         f"{c['speedup_vs_streamsync']:.3f}x | {p.get('policy', '-')} | {'yes' if c['prediction_matches'] else 'no'} |")
+        lines += ["", f"Geometric-mean speed-up over StreamSync across the sweep: "
+                  f"{geomean(c['speedup_vs_streamsync'] for c in cs):.3f}x; prediction matches the measured best "
+                  f"policy family at {sum(c['prediction_matches'] for c in cs)} of {len(cs)} sizes.", ""]
+    return "\n".join(lines)
+
+
+def dispatch_header(result: dict) -> str:
+    from cusyncgen.emit import render_template
+    models = {}
+    for c in sorted(result["choices"], key=lambda c: (c["model"], c["M"])):
+        models.setdefault(c["model"], []).append(c)
+    return render_template("dispatch.h.j2", device=result["device"], workload=result["workload"], models=models)
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    models = sorted({c["model"] for c in result["choices"]})
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model in models:
+        cs = [c for c in result["choices"] if c["model"] == model]
+        ax.plot(range(len(cs)), [c["speedup_vs_streamsync"] for c in cs], marker="o", label=f"{model} (tuned)")
+        ax.set_xticks(range(len(cs)), [str(c["M"]) for c in cs])
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xlabel("M = B x S")
+    ax.set_ylabel("speed-up over StreamSync")
+    ax.set_title(f"tuned MLP, {result['device']}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def load_dispatch(path) -> dict:
+    """{model: [(M, config, tiles-dict)]}: the Python side of the dispatch table."""
+    data = json.loads(Path(path).read_text())
+    out = {}
+    for c in data["choices"]:
+        out.setdefault(c["model"], []).append((c["M"], c["config"], c["tile_cfg"]))
+    return {m: sorted(v, key=lambda t: t[0]) for m, v in out.items()}
+
+
+def select(table: dict, model: str, M: int):
+    """The tuned choice for M: that of the smallest tuned size >= M (the largest past the sweep)."""
+    rows = table[model]
+    for m, config, tiles in rows:
+        if M <= m:
+            return config, Tiles(**tiles)
+    return rows[-1][1], Tiles(**rows[-1][2])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="cusyncgen tune", description=__doc__.splitlines()[0])
+    ap.add_argument("workload", choices=["mlp"])
+    ap.add_argument("--models", default="gpt3,llama")
+    ap.add_argument("--M", default=",".join(map(str, SWEEP)))
+    ap.add_argument("--iters", type=int, default=25)
+    ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    from cusyncgen.cuda import available
+    ok, why = available()
+    if not ok:
+        print(f"cusyncgen tune: error: {why}", file=sys.stderr)
+        return 1
+    from cusyncgen.cuda import driver
+    dev = slug(driver.device_name())
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    res = tune_mlp([m for m in args.models.split(",") if m in MODELS], [int(m) for m in args.M.split(",")],
+                   args.iters, args.out_dir / f"tune-cache-{dev}.json")
+    stem = args.out_dir / f"tune-mlp-{dev}"
+    Path(f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
+    Path(f"{stem}.md").write_text(report(res) + "\n")
+    Path(f"{stem}.h").write_text(dispatch_header(res))
+    try:
+        plot(res, Path(f"{stem}.png"))
+    except ImportError:
+        pass
+    print(report(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
