@@ -1,0 +1,185 @@
+"""Soundness of every example (check.py), and the emitted headers compiled as host C++ (g++,
+compared with the Python model tile by tile) and as CUDA (nvcc, sm_80 and sm_90)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cusyncgen
+from cusyncgen import check, ir
+from cusyncgen.errors import SoundnessError
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = ROOT / "runtime_cuda"
+EXAMPLES = {"mlp_gpt3.dep": {"B": 8, "S": 256}, "mlp_llama.dep": {}, "attention_gpt3.dep": {},
+            "conv_resnet38.dep": {}, "conv_vgg19.dep": {}}
+
+
+def _compiled():
+    return {n: cusyncgen.compile(ROOT / "examples" / n, params=p) for n, p in EXAMPLES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_is_sound(name):
+    prog = cusyncgen.compile(ROOT / "examples" / name, params=EXAMPLES[name]).program
+    assert check.problems(prog) == []
+    check.check(prog)
+
+
+def test_check_catches_a_wrong_value():
+    prog = cusyncgen.compile(ROOT / "examples" / "mlp_gpt3.dep", params={"B": 2, "S": 128}).program
+    bad = ir.PolicyIR("dep", "g2", "g1", "RowSync", (48, 2, 1),
+                      (ir.DimMap("all"), ir.DimMap("tile"), ir.DimMap("tile")), 2)
+    object.__setattr__(bad, "value", lambda t: 47)  # one tile too few: the consumer would race
+    wrong = ir.ProgramIR(prog.name, prog.source, prog.params, prog.overrides, prog.grids,
+                         prog.deps, prog.orders, (bad,))
+    assert any("value" in p for p in check.problems(wrong))
+    with pytest.raises(SoundnessError):
+        check.check(wrong)
+
+
+def test_check_catches_a_non_bijective_order_and_missing_wait():
+    prog = cusyncgen.compile(ROOT / "examples" / "mlp_llama.dep").program
+    g1 = prog.grid("g1")
+    bad_order = ir.OrderIR("g1", g1.extent, "x", 43, 3)  # 3 * 43 != 86
+    pol = [p for p in prog.policies if p.name == "StridedSync"][0]
+    narrow = ir.PolicyIR(pol.dep, pol.consumer, pol.producer, "Bad", pol.producer_extent,
+                         (ir.DimMap("mod", 86), ir.DimMap("tile"), ir.DimMap("tile")), 86 * 2)
+    wrong = ir.ProgramIR(prog.name, prog.source, prog.params, prog.overrides, prog.grids,
+                         prog.deps, (bad_order, prog.order("g2")), (narrow,))
+    found = check.problems(wrong)
+    assert any("bijection" in p for p in found)
+
+
+# ---- compiled headers --------------------------------------------------------------------------
+
+def _runtime_include(tmp: Path) -> Path:
+    """The real runtime if present, else a minimal stand-in with the two names headers use."""
+    if (RUNTIME / "cusync" / "cusync.h").exists():
+        return RUNTIME
+    stub = tmp / "stub"
+    (stub / "cusync").mkdir(parents=True)
+    (stub / "cusync" / "cusync.h").write_text(
+        "#pragma once\n#ifdef __CUDACC__\n#define CUSYNC_HD __host__ __device__\n#else\n"
+        "#define CUSYNC_HD\n#endif\nnamespace cusync { struct Tile { int x, y, z; }; }\n")
+    return stub
+
+
+def _model_lines(c: "cusyncgen.Compiled") -> list:
+    """What the host program prints, computed from the Python reference model."""
+    p, ns, out = c.program, c.namespace, []
+    for o in p.orders:
+        for lin in range(o.num_tiles):
+            t = o.tile(lin)
+            out.append(f"{ns} O {o.grid} {lin} {t[0]} {t[1]} {t[2]} {o.linear(t)}")
+    for pol in p.policies:
+        for t in p.grid(pol.producer).tiles():
+            out.append(f"{ns} P {pol.struct_name} {t[0]} {t[1]} {t[2]} {pol.sem(t)} {pol.value(t)}")
+    for d in p.deps:
+        for prod in d.producers:
+            for c_ in p.grid(d.consumer).tiles():
+                tiles = prod.tiles(c_)
+                out.append(f"{ns} W {d.name}_{prod.grid}_waits {c_[0]} {c_[1]} {c_[2]} {len(tiles)}")
+                out += [f"{ns} T {i} {t[0]} {t[1]} {t[2]}" for i, t in enumerate(tiles)]
+    return out
+
+
+def _host_program(compiled: dict) -> str:
+    src = ["#include <cstdio>"]
+    src += [f'#include "{c.namespace}.h"' for c in compiled.values()]
+    src.append("int main() {")
+    for c in compiled.values():
+        p, ns = c.program, c.namespace
+        for o in p.orders:
+            src.append(f"  for (int l = 0; l < {ns}::{o.grid}_order::num_tiles; ++l) {{ "
+                       f"cusync::Tile t = {ns}::{o.grid}_order::tile(l); "
+                       f'std::printf("{ns} O {o.grid} %d %d %d %d %d\\n", l, t.x, t.y, t.z, '
+                       f"{ns}::{o.grid}_order::linear(t)); }}")
+        for pol in p.policies:
+            g = f"{ns}::{pol.producer}"
+            s = f"{ns}::{pol.struct_name}"
+            src.append(f"  for (int z = 0; z < {g}::Z; ++z) for (int y = 0; y < {g}::Y; ++y) "
+                       f"for (int x = 0; x < {g}::X; ++x) {{ cusync::Tile t{{x, y, z}}; "
+                       f'std::printf("{ns} P {pol.struct_name} %d %d %d %d %d\\n", x, y, z, '
+                       f"{s}::sem(t), {s}::value(t)); }}")
+            t = (pol.producer_extent[0] - 1, pol.producer_extent[1] - 1, 0)
+            src.append(f"  static_assert({s}::sem(cusync::Tile{{{t[0]}, {t[1]}, {t[2]}}}) == "
+                       f"{pol.sem(t)} && {s}::num_sems == {pol.num_sems}, \"constexpr sem\");")
+        for d in p.deps:
+            for prod in d.producers:
+                g = f"{ns}::{d.consumer}"
+                w = f"{ns}::{d.name}_{prod.grid}_waits"
+                src.append(f"  for (int z = 0; z < {g}::Z; ++z) for (int y = 0; y < {g}::Y; ++y) "
+                           f"for (int x = 0; x < {g}::X; ++x) {{ cusync::Tile c{{x, y, z}}; "
+                           f'std::printf("{ns} W {d.name}_{prod.grid}_waits %d %d %d %d\\n", '
+                           f"x, y, z, {w}::count(c)); for (int i = 0; i < {w}::count(c); ++i) "
+                           f"{{ cusync::Tile t = {w}::tile(c, i); "
+                           f'std::printf("{ns} T %d %d %d %d\\n", i, t.x, t.y, t.z); }} }}')
+    src.append("  return 0;\n}")
+    return "\n".join(src) + "\n"
+
+
+@pytest.fixture(scope="module")
+def headers(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("headers")
+    compiled = _compiled()
+    for c in compiled.values():
+        (tmp / f"{c.namespace}.h").write_text(c.header)
+    return tmp, compiled
+
+
+def test_headers_compile_as_host_cxx_and_match_the_model(headers):
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not on PATH")
+    tmp, compiled = headers
+    inc = _runtime_include(tmp)
+    (tmp / "host.cpp").write_text(_host_program(compiled))
+    exe = tmp / "host"
+    r = subprocess.run([gxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-Wno-unused-parameter",
+                        "-I", str(inc), "-I", str(tmp), str(tmp / "host.cpp"), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    want = [line for c in compiled.values() for line in _model_lines(c)]
+    assert len(got) == len(want)
+    mismatch = [(g, w) for g, w in zip(got, want) if g != w]
+    assert not mismatch, mismatch[:5]
+
+
+def _cuda_source(compiled: dict) -> str:
+    src = [f'#include "{c.namespace}.h"' for c in compiled.values()]
+    src.append("__global__ void use_all(int* out) {")
+    src.append("  cusync::Tile t{int(blockIdx.x), int(blockIdx.y), 0};\n  int acc = 0;")
+    for c in compiled.values():
+        p, ns = c.program, c.namespace
+        for o in p.orders:
+            src.append(f"  acc += {ns}::{o.grid}_order::linear({ns}::{o.grid}_order::tile("
+                       f"int(threadIdx.x) % {ns}::{o.grid}_order::num_tiles));")
+        for pol in p.policies:
+            src.append(f"  acc += {ns}::{pol.struct_name}::sem(t) * {ns}::{pol.struct_name}::value(t);")
+        for d in p.deps:
+            for prod in d.producers:
+                w = f"{ns}::{d.name}_{prod.grid}_waits"
+                src.append(f"  for (int i = 0; i < {w}::count(t); ++i) acc += {w}::tile(t, i).x;")
+    src.append("  out[threadIdx.x] = acc;\n}")
+    return "\n".join(src) + "\n"
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_headers_compile_with_nvcc(arch, headers):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    tmp, compiled = headers
+    inc = _runtime_include(tmp)
+    cu = tmp / f"all_{arch}.cu"
+    cu.write_text(_cuda_source(compiled))
+    r = subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", "-c", "-I", str(inc), "-I", str(tmp),
+                        str(cu), "-o", str(tmp / f"all_{arch}.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
