@@ -370,9 +370,8 @@ class Analyzer:
         self.param_values.append((st.name, value))
 
     def stmt_DimDecl(self, st: S.DimDecl) -> None:
-        if len(self.dims) == 3:
-            raise ArityError(f"at most 3 dims (x, y, z) can be declared; '{st.name}' is a 4th",
-                             st.span)
+        # the first three Dims are the axes x, y, z of grids and tiles; more Dims can only be
+        # ForAll variables (e.g. `Dim x, y, k;` ... ForAll(Tile(x + k*D, y), k, Range(2)))
         self.declare(st.name, "dim", st, st.span, len(self.dims))
         self.dims.append(st.name)
 
@@ -382,6 +381,10 @@ class Analyzer:
         for d, e in zip(st.dims, st.extents):
             sym = self.lookup(d, "dim")
             axis = sym.value
+            if axis >= 3:
+                raise ArityError(f"Grid {st.name}: '{d.name}' is the Dim number {axis + 1}; only "
+                                 f"the first three Dims ({', '.join(self.dims[:3])}) can be grid "
+                                 f"dims, later ones only ForAll variables", d.span)
             if names[axis]:
                 raise DuplicateNameError(f"Grid {st.name} lists dim '{d.name}' twice", d.span)
             v = self.const(e, "a grid extent")
@@ -496,6 +499,7 @@ class Analyzer:
                     sets.append(self.tileset(st, cgrid, pgrid, site, cbox))
         producers = []
         for pname, sets in merged.items():
+            sets = _interleave(sets)
             has_div = any(any(isinstance(n, ir.FloorDiv) for e in t.index for n in _walk(e))
                           for t in sets)
             producers.append(ir.ProducerIR(pname, tuple(sets), has_div))
@@ -620,26 +624,18 @@ class Analyzer:
 
     # ---- derivation (paper section V) ----
     def strided(self, prod: ir.ProducerIR, pgrid: ir.GridIR) -> Optional[tuple]:
-        """(axis, stride) when tilesets with the same loops read tiles that differ only by
-        constant multiples of a stride along one axis (LLaMA's x and x+F/TileN)."""
-        sets = prod.tilesets
-        for a in range(3):
-            E = pgrid.extent[a]
-            classes: dict = {}
-            for ts in sets:
-                base, off = _split_const(ts.index[a])
-                key = (tuple((lp.lo, lp.hi) for lp in ts.loops),
-                       tuple(ts.index[b] for b in range(3) if b != a), base)
-                classes.setdefault(key, set()).add(off)
-            for offs in classes.values():
-                if len(offs) < 2:
+        """(axis, stride) when a ForAll variable moves the producer tile along one axis by a
+        constant stride s >= 2 (LLaMA's x and x+F/TileN, Attention's Q and K): the tiles
+        t, t+s, ... one consumer tile reads share the semaphore t % s (StridedSync)."""
+        for ts in prod.tilesets:
+            for lp in ts.loops:
+                uses = [(a, _coef_of(ts.index[a], lp.var)) for a in range(3)]
+                hits = [(a, c) for a, c in uses if c != 0]
+                if len(hits) != 1 or hits[0][1] is None:
                     continue
-                offs = sorted(offs)
-                s = 0
-                for o in offs[1:]:
-                    s = math.gcd(s, o - offs[0])
-                if 2 <= s < E:
-                    return a, s
+                a, c = hits[0]
+                if 2 <= c < pgrid.extent[a]:
+                    return a, c
         return None
 
     def grouping(self, prod: ir.ProducerIR, cgrid: ir.GridIR, pgrid: ir.GridIR) -> list:
@@ -729,6 +725,70 @@ def _walk(e: ir.Expr):
             yield from _walk(t)
     elif isinstance(e, (ir.Mul, ir.FloorDiv, ir.Mod)):
         yield from _walk(e.arg)
+
+
+def _coef_of(e: ir.Expr, var: str):
+    """The coefficient of ``var`` in ``e`` when it is a plain linear term (0 if absent), else
+    None (inside a floor division or modulo)."""
+    terms = e.terms if isinstance(e, ir.Add) else (e,)
+    coef = 0
+    for t in terms:
+        if t == ir.Var(var):
+            coef += 1
+        elif isinstance(t, ir.Mul) and t.arg == ir.Var(var):
+            coef += t.coef
+        elif any(n == ir.Var(var) for n in _walk(t)):
+            return None
+    return coef
+
+
+def _with_term(e: ir.Expr, term: ir.Expr) -> ir.Expr:
+    """``e + term``, keeping the constant last."""
+    terms = list(e.terms) if isinstance(e, ir.Add) else [e]
+    const = terms.pop() if isinstance(terms[-1], ir.Const) else None
+    terms.append(term)
+    if const is not None and const.value != 0:
+        terms.append(const)
+    return terms[0] if len(terms) == 1 else ir.Add(tuple(terms))
+
+
+def _interleave(sets: list) -> list:
+    """Zip consecutive tile sets with the same ForAll ranges whose tiles differ only by a constant
+    stride along one axis (``{g1, Tile(x, y), Tile(x + D, y)}``, LLaMA's two ForAlls): one tile
+    set with an extra innermost loop, so the tiles one consumer step reads (k and k + D) are waited
+    on one after the other instead of half a row apart."""
+    out, i = [], 0
+    while i < len(sets):
+        first, run, axis, step = sets[i], [sets[i]], None, None
+        sig = tuple((lp.var, lp.lo, lp.hi) for lp in first.loops)
+        j = i + 1
+        while j < len(sets) and tuple((lp.var, lp.lo, lp.hi) for lp in sets[j].loops) == sig:
+            diff = [a for a in range(3) if sets[j].index[a] != first.index[a]]
+            if len(diff) != 1:
+                break
+            a = diff[0]
+            b0, o0 = _split_const(first.index[a])
+            b1, o1 = _split_const(sets[j].index[a])
+            if b0 != b1 or o1 <= o0:
+                break
+            if axis is None:
+                axis, step = a, o1 - o0
+            if a != axis or o1 - o0 != step * len(run):
+                break
+            run.append(sets[j])
+            j += 1
+        if len(run) < 2:
+            out.append(first)
+            i += 1
+            continue
+        var = f"i{len(first.loops)}"
+        index = list(first.index)
+        index[axis] = _with_term(index[axis], ir.Mul(step, ir.Var(var)))
+        loop = ir.LoopIR(var, 0, len(run), "")
+        text = " then ".join(t.text for t in run) + (" (interleaved)" if first.loops else "")
+        out.append(ir.TileSetIR(tuple(index), first.loops + (loop,), text))
+        i = j
+    return out
 
 
 def _split_const(e: ir.Expr) -> tuple:

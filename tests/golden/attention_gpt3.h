@@ -108,13 +108,10 @@ struct dep1P_g1_RowSync {
 struct dep1P_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 2; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x, y)
-    if (i < 1) {
-      return cusync::Tile{c.x, c.y, 0};
-    }
-    // Tile(x+H/(8*TileN), y)
+    // Tile(x, y) then Tile(x+H/(8*TileN), y)
     if (i < 2) {
-      return cusync::Tile{c.x + 12, c.y, 0};
+      const int i0 = i;
+      return cusync::Tile{c.x + 12 * i0, c.y, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }

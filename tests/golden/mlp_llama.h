@@ -60,15 +60,11 @@ struct dep_g1_RowSync {
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 86; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // ForAll(Tile(x, y), x, Range(0, 43))
-    if (i < 43) {
-      const int i0 = i;
-      return cusync::Tile{i0, c.y, 0};
-    }
-    // ForAll(Tile(x+F/TileN, y), x, Range(0, 43))
+    // ForAll(Tile(x, y), x, Range(0, 43)) then ForAll(Tile(x+F/TileN, y), x, Range(0, 43)) (interleaved)
     if (i < 86) {
-      const int i0 = (i - 43);
-      return cusync::Tile{i0 + 43, c.y, 0};
+      const int i0 = i / 2;
+      const int i1 = i % 2;
+      return cusync::Tile{i0 + 43 * i1, c.y, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
