@@ -70,9 +70,15 @@ def compile(source, params: "dict | None" = None, name: "str | None" = None,
         namespace = namespace or namespace_for(source.name)
     else:
         if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                        and source.endswith(".dep") and Path(source).is_file()):
+                                        and source.endswith(".dep")):
+            from cusyncgen.errors import CusyncError
+
             path = Path(source)
-            text = path.read_text()
+            try:
+                text = path.read_text()
+            except (OSError, UnicodeDecodeError) as e:
+                raise CusyncError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") \
+                    from None
             name = name or path.name
         else:
             text = str(source)

@@ -235,6 +235,10 @@ class Program:
         return S.Program(file or f"{self.name} (Python DSL)",
                          tuple(d.decl() for d in self.decls()), self.span)
 
+    def to_dep(self) -> str:
+        """The program as .dep text."""
+        return S.unparse(self.to_syntax())
+
     def compile(self, params: Optional[dict] = None, name: Optional[str] = None):
         import cusyncgen
 

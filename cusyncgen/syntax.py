@@ -208,6 +208,41 @@ def unparse_expr(e: Expr) -> str:
     raise TypeError(f"not an expression: {e!r}")
 
 
+def unparse_tiles(t) -> str:
+    """The .dep text of a tile set (Tile, a named tile or ForAll)."""
+    if isinstance(t, TileExpr):
+        return "Tile(" + ", ".join(unparse_expr(i) for i in t.indices) + ")"
+    if isinstance(t, TileRef):
+        return t.name
+    r = t.range
+    bounds = unparse_expr(r.hi) if r.lo is None else f"{unparse_expr(r.lo)}, {unparse_expr(r.hi)}"
+    return f"ForAll({unparse_tiles(t.tiles)}, {t.dim.name}, Range({bounds}))"
+
+
+def unparse(program: Program) -> str:
+    """The .dep text of a program, one statement per line: ``parse(unparse(p)) == p``."""
+    out = []
+    for s in program.stmts:
+        if isinstance(s, ParamDecl):
+            out.append(f"Param {s.name}" + ("" if s.default is None
+                                             else f" = {unparse_expr(s.default)}") + ";")
+        elif isinstance(s, DimDecl):
+            out.append(f"Dim {s.name};")
+        elif isinstance(s, GridDecl):
+            args = [d.name for d in s.dims] + [unparse_expr(e) for e in s.extents]
+            out.append(f"Grid {s.name}({', '.join(args)});")
+        elif isinstance(s, TileDecl):
+            out.append(f"Tile {s.name}{unparse_tiles(s.tile)[4:]};")
+        elif isinstance(s, ForAllDecl):
+            out.append(f"ForAll {s.name}{unparse_tiles(s.forall)[6:]};")
+        elif isinstance(s, DepDecl):
+            groups = [s.consumer] + list(s.producers)
+            text = ", ".join("{" + ", ".join([g.grid.name] + [unparse_tiles(t) for t in g.tiles])
+                             + "}" for g in groups)
+            out.append(f"Dep {s.name}({text});")
+    return "\n".join(out) + "\n"
+
+
 def _paren(e: Expr, prec: int) -> str:
     own = 1 if isinstance(e, BinOp) and e.op in "+-" else 2 if isinstance(e, BinOp) else 4
     text = unparse_expr(e)

@@ -19,8 +19,47 @@ EXAMPLES = {"mlp_gpt3.dep": {"B": 8, "S": 256}, "mlp_llama.dep": {}, "attention_
             "conv_resnet38.dep": {}, "conv_vgg19.dep": {}}
 
 
+#: exercises what the examples do not: 3-D grids, a 4th Dim as a ForAll variable, nested ForAlls,
+#: Range(lo, hi), negative floor division and modulo, several producers, non-constant values
+EXTRA = """Param D = 3;
+Dim x, y, z, k;
+Grid p(x, y, z, 7, 5, 2);
+Grid q(x, y, z, 4, 5, 2);
+Grid r(x, y, 6, 5);
+Grid s(x, 7);
+Grid t(x, 3);
+Dep d1({q, Tile(x, y, z)}, {p, ForAll(Tile(x + k + (x - 3)/4, y, z), k, Range(1, 2)),
+                               Tile((x - 9) % 7, (y + 4)/2 - 2 + y % 2, 1 - z)});
+Dep d2({r, Tile(x, y)}, {q, ForAll(ForAll(Tile(x % 4, y, k), k, Range(2)), x, Range(1, 4))},
+                        {p, Tile(x, y, 0), Tile(x, y, 1)});
+Dep d3({t, Tile(x)}, {s, ForAll(Tile(x + D*k), k, Range(2))});
+"""
+
+
+def _extra() -> "cusyncgen.Compiled":
+    import dataclasses
+
+    prog = cusyncgen.compile(EXTRA, name="extra.dep").program
+    tile = ir.DimMap("tile")
+    more = tuple(ir.PolicyIR("d3", "t", "s", name, (7, 1, 1), (dm, tile, tile), n)
+                 for name, dm, n in (("Div2", ir.DimMap("div", 2), 4),
+                                     ("Mod4", ir.DimMap("mod", 4), 4)))
+    return cusyncgen.Compiled(dataclasses.replace(prog, policies=prog.policies + more), "extra")
+
+
 def _compiled():
-    return {n: cusyncgen.compile(ROOT / "examples" / n, params=p) for n, p in EXAMPLES.items()}
+    out = {n: cusyncgen.compile(ROOT / "examples" / n, params=p) for n, p in EXAMPLES.items()}
+    out["extra"] = _extra()
+    return out
+
+
+def test_extra_program_is_sound_and_uses_every_emission_path():
+    c = _extra()
+    assert check.problems(c.program) == []
+    h = c.header
+    for text in ("cusyncgen_floordiv(c.x - 3, 4)", "cusyncgen_floormod(c.x - 9, 7)", "const int i1 = ",
+                 "(2 + (t.x % 3 < 1 ? 1 : 0))", "(t.x / 2 < 3 ? 2 : 1)", "StridedSync"):
+        assert text in h, text
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -42,17 +81,23 @@ def test_check_catches_a_wrong_value():
         check.check(wrong)
 
 
-def test_check_catches_a_non_bijective_order_and_missing_wait():
+def test_check_catches_a_non_bijective_order():
     prog = cusyncgen.compile(ROOT / "examples" / "mlp_llama.dep").program
     g1 = prog.grid("g1")
-    bad_order = ir.OrderIR("g1", g1.extent, "x", 43, 3)  # 3 * 43 != 86
-    pol = [p for p in prog.policies if p.name == "StridedSync"][0]
-    narrow = ir.PolicyIR(pol.dep, pol.consumer, pol.producer, "Bad", pol.producer_extent,
-                         (ir.DimMap("mod", 86), ir.DimMap("tile"), ir.DimMap("tile")), 86 * 2)
+    bad_order = ir.OrderIR("g1", g1.extent, "x", 43, 3)  # 3 * 43 != 86: not a permutation
     wrong = ir.ProgramIR(prog.name, prog.source, prog.params, prog.overrides, prog.grids,
-                         prog.deps, (bad_order, prog.order("g2")), (narrow,))
-    found = check.problems(wrong)
-    assert any("bijection" in p for p in found)
+                         prog.deps, (bad_order, prog.order("g2")), prog.policies)
+    assert any("bijection" in p for p in check.problems(wrong))
+
+
+def test_check_catches_a_sem_out_of_range():
+    prog = cusyncgen.compile(ROOT / "examples" / "mlp_llama.dep").program
+    pol = [p for p in prog.policies if p.name == "StridedSync"][0]
+    short = ir.PolicyIR(pol.dep, pol.consumer, pol.producer, "Short", pol.producer_extent,
+                        pol.dims, pol.num_sems - 1)
+    wrong = ir.ProgramIR(prog.name, prog.source, prog.params, prog.overrides, prog.grids,
+                         prog.deps, prog.orders, (short,))
+    assert any("outside [0, 85)" in p for p in check.problems(wrong))
 
 
 # ---- compiled headers --------------------------------------------------------------------------

@@ -92,6 +92,21 @@ def test_unparse_round_trip():
         assert again == tree
 
 
+def test_program_round_trip():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    texts = [NORMATIVE] + [p.read_text() for p in sorted((root / "examples").glob("*.dep"))]
+    for text in texts:
+        tree = parse(text)
+        assert parse(S.unparse(tree)) == tree
+
+
+def test_missing_file_is_a_user_error():
+    with pytest.raises(CusyncError, match="cannot read"):
+        cusyncgen.compile("no/such/file.dep")
+
+
 @pytest.mark.parametrize("depth", [100, 3000, 20000])
 def test_deep_nesting_compiles_or_is_a_clean_error(depth):
     text = "Param v = " + "(" * depth + "1" + ")" * depth + ";\nParam w = " + "-" * depth + "1;"
