@@ -81,11 +81,16 @@ struct NoStage {
 
 // ---------------------------------------------------------------------------------------------
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, class Epilogue_ = EpiIdentity,
-          bool SwiGLU_ = false, bool Reorder_ = false, int ProdBN_ = 128>
+          int SwiGLU_ = 0, bool Reorder_ = false, int ProdBN_ = 128>
 struct GemmConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_;
-  static constexpr bool SwiGLU = SwiGLU_, Reorder = Reorder_;
+  // SwiGLU: 0 off; 1 (or true): combined on the register fragments after ldmatrix, fp32 math;
+  // 2: same with half2 math; 3: combined once per k-tile in shared memory (fp32 math), before
+  // ldmatrix (each element once per block instead of once per warp column: less MUFU work).
+  static constexpr int SwiGLU = SwiGLU_;
+  static constexpr bool Reorder = Reorder_;
+  static_assert(SwiGLU >= 0 && SwiGLU <= 3, "SwiGLU must be 0 (off), 1, 2 or 3");
   static constexpr int ProdBN = ProdBN_;
   using Epilogue = Epilogue_;
 
@@ -132,7 +137,7 @@ inline const char* gemm_args_error(const GemmArgs& a) {
   if (a.N % Cfg::BN != 0) return "GeMM: N must be a multiple of the tile's BN";
   if (a.K % Cfg::BK != 0) return "GeMM: K must be a multiple of the tile's BK";
   if (a.lda % 8 || a.ldb % 8 || a.ldc % 2) return "GeMM: lda and ldb must be multiples of 8, ldc of 2";
-  if (Cfg::SwiGLU && (a.swiglu_offset % Cfg::BK != 0 || a.swiglu_offset < a.K))
+  if (Cfg::SwiGLU != 0 && (a.swiglu_offset % Cfg::BK != 0 || a.swiglu_offset < a.K))
     return "GeMM: SwiGLU needs swiglu_offset (F) >= K and F % BK == 0";
   return nullptr;
 }
@@ -166,7 +171,38 @@ __device__ __forceinline__ void load_tile(uint32_t smem_base, SLayout const& sla
   }
 }
 
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t tanh_approx_h2(uint32_t x) {
+  uint32_t y;
+  asm("tanh.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+// silu(g) * u for a pair of halves packed in 32 bits.  Mode 1: fp32 math (tanh.approx.f32, abs.
+// error ~5e-4 on tanh), one fp16 rounding of the result.  Mode 2: half2 math (tanh.approx.f16x2),
+// half the MUFU work, a few fp16 roundings (rel. error ~1e-3 per element).
+template <int Mode>
+__device__ __forceinline__ uint32_t swiglu2(uint32_t g, uint32_t u) {
+  if constexpr (Mode == 2) {
+    const __half2 hg = __hmul2(*reinterpret_cast<const __half2*>(&g), __float2half2_rn(0.5f));
+    const uint32_t hgu = *reinterpret_cast<const uint32_t*>(&hg);
+    const uint32_t tu = tanh_approx_h2(hgu);
+    const __half2 t = *reinterpret_cast<const __half2*>(&tu);
+    const __half2 r = __hmul2(__hfma2(hg, t, hg), *reinterpret_cast<const __half2*>(&u));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  } else {
+    const float2 gf = __half22float2(*reinterpret_cast<const __half2*>(&g));
+    const float2 uf = __half22float2(*reinterpret_cast<const __half2*>(&u));
+    const float hx = 0.5f * gf.x, hy = 0.5f * gf.y;
+    const float rx = fmaf(hx, tanh_approx(hx), hx) * uf.x;
+    const float ry = fmaf(hy, tanh_approx(hy), hy) * uf.y;
+    const __half2 r = __floats2half2_rn(rx, ry);
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+}
 
 }  // namespace detail
 
@@ -175,7 +211,9 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   using namespace cute;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::Stages;
   constexpr int THREADS = Cfg::kThreads;
-  constexpr bool SWIGLU = Cfg::SwiGLU;
+  constexpr bool SWIGLU = Cfg::SwiGLU != 0;
+  constexpr bool SW_REG = Cfg::SwiGLU == 1 || Cfg::SwiGLU == 2;  // combine on register fragments
+  constexpr bool SW_SMEM = Cfg::SwiGLU == 3;                     // combine in shared memory
 
   const int tid = threadIdx.x;
   if (args.N % BN != 0 || args.K % BK != 0 || (SWIGLU && args.swiglu_offset % BK != 0)) {
@@ -259,17 +297,36 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
 
   auto load_frag = [&](int kb, int s) {
     copy(s2r_a, tXsA(_, _, kb, s), tXrA(_, _, kb));
-    if constexpr (SWIGLU) copy(s2r_a, tXsA2(_, _, kb, s), tXrA2(_, _, kb));
+    if constexpr (SW_REG) copy(s2r_a, tXsA2(_, _, kb, s), tXrA2(_, _, kb));
     copy(s2r_b, tXsB(_, _, kb, s), tXrB(_, _, kb));
   };
+  // SwiGLU: A'[m,k] = silu(g) * u = 0.5 g (1 + tanh(g/2)) u on the ldmatrix'ed fragments, two
+  // halves at a time (one tanh.approx per element in fp32 mode, one per pair in half2 mode).
   auto combine = [&](int kb) {
-    if constexpr (SWIGLU) {
-      Tensor g = tCrA(_, _, kb);
-      Tensor u = tCrA2(_, _, kb);
+    if constexpr (SW_REG) {
+      Tensor g = recast<uint32_t>(tCrA(_, _, kb));
+      Tensor u = recast<uint32_t>(tCrA2(_, _, kb));
       CUTE_UNROLL
-      for (int i = 0; i < size(g); ++i) {
-        const float gv = static_cast<float>(g(i));
-        g(i) = half_t(detail::silu(gv) * static_cast<float>(u(i)));
+      for (int i = 0; i < size(g); ++i) g(i) = detail::swiglu2<Cfg::SwiGLU>(g(i), u(i));
+    }
+  };
+
+  // SwiGLU mode 3: sA[s] = silu(sA[s]) * sA2[s] for one complete stage, 8 halves per access.
+  auto transform = [&](int s) {
+    if constexpr (SW_SMEM) {
+      constexpr int CPR = BK / 8;
+      constexpr int ITERS = BM * CPR / THREADS;
+      CUTE_UNROLL
+      for (int i = 0; i < ITERS; ++i) {
+        const int c = tid + i * THREADS;
+        const int off = lA(c / CPR, (c % CPR) * 8, s);
+        uint4 g = *reinterpret_cast<const uint4*>(sA_ptr + off);
+        const uint4 u = *reinterpret_cast<const uint4*>(sA2_ptr + off);
+        g.x = detail::swiglu2<1>(g.x, u.x);
+        g.y = detail::swiglu2<1>(g.y, u.y);
+        g.z = detail::swiglu2<1>(g.z, u.z);
+        g.w = detail::swiglu2<1>(g.w, u.w);
+        *reinterpret_cast<uint4*>(sA_ptr + off) = g;
       }
     }
   };
@@ -286,6 +343,10 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
 
   detail::cp_async_wait<STAGES - 2>();
   __syncthreads();
+  if constexpr (SW_SMEM) {
+    transform(read_stage);
+    __syncthreads();
+  }
   load_frag(0, read_stage);
 
   // ---- Main loop
@@ -293,9 +354,17 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     CUTE_UNROLL
     for (int kb = 0; kb < K_BLOCKS; ++kb) {
       if (kb == K_BLOCKS - 1) {
+        // mode 3: issue this k-block's MMAs first so the tensor cores overlap the transform
+        if constexpr (SW_SMEM) gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
         read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
         detail::cp_async_wait<STAGES - 2>();
         __syncthreads();
+        if constexpr (SW_SMEM) {
+          if (kt != k_tiles - 1) {
+            transform(read_stage);
+            __syncthreads();
+          }
+        }
       }
       const int kb_next = (kb + 1) % K_BLOCKS;
       if (!(kt == k_tiles - 1 && kb == K_BLOCKS - 1)) load_frag(kb_next, read_stage);
@@ -305,8 +374,10 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
         write_stage = (write_stage + 1 == STAGES) ? 0 : write_stage + 1;
         detail::cp_async_fence();
       }
-      combine(kb);
-      gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
+      if (!(SW_SMEM && kb == K_BLOCKS - 1)) {
+        combine(kb);
+        gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
+      }
     }
   }
   detail::cp_async_wait<0>();

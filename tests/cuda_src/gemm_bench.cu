@@ -86,8 +86,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) gemm_kernel(GemmArgs args, NoSt
   gemm_device<Cfg>(args, stage, smem);
 }
 
-enum Kind { PLAIN = 0, GELU = 1, SWIGLU = 2 };
-static const char* kind_name[] = {"plain", "gelu", "swiglu"};
+enum Kind { PLAIN = 0, GELU = 1, SWIGLU = 2, SWIGLU_H2 = 3, SWIGLU_SM = 4 };
+static const char* kind_name[] = {"plain", "gelu", "swiglu", "swiglu_h2", "swiglu_sm"};
 
 struct Variant {
   std::string name;
@@ -100,9 +100,9 @@ struct Variant {
 template <int BM, int BN, int BK, int S, int WM, int WN, Kind K>
 Variant make_variant() {
   using Epi = std::conditional_t<K == GELU, EpiGeluTanh, EpiIdentity>;
-  using Cfg = GemmConfig<BM, BN, BK, S, WM, WN, Epi, K == SWIGLU, false, 128>;
+  using Cfg = GemmConfig<BM, BN, BK, S, WM, WN, Epi, K == SWIGLU ? 1 : K == SWIGLU_H2 ? 2 : K == SWIGLU_SM ? 3 : 0, false, 128>;
   char buf[64];
-  snprintf(buf, sizeof buf, "%dx%dx%d_s%d_w%dx%d", BM, BN, BK, S, WM, WN);
+  snprintf(buf, sizeof buf, "%dx%dx%d_s%d_w%dx%d%s", BM, BN, BK, S, WM, WN, K == SWIGLU_H2 ? "_h2" : K == SWIGLU_SM ? "_sm" : "");
   return Variant{buf, gemm_kernel<Cfg>, BM, BN, BK, Cfg::kThreads, Cfg::kSmemBytes, K, gemm_args_error<Cfg>};
 }
 
@@ -111,6 +111,8 @@ void add_tile(std::vector<Variant>& v) {
   v.push_back(make_variant<BM, BN, BK, S, WM, WN, PLAIN>());
   v.push_back(make_variant<BM, BN, BK, S, WM, WN, GELU>());
   v.push_back(make_variant<BM, BN, BK, S, WM, WN, SWIGLU>());
+  v.push_back(make_variant<BM, BN, BK, S, WM, WN, SWIGLU_H2>());
+  v.push_back(make_variant<BM, BN, BK, S, WM, WN, SWIGLU_SM>());
 }
 
 // ---- helpers on the device
@@ -170,10 +172,11 @@ int main(int argc, char** argv) {
 
   std::vector<Variant> vs;
   add_tile<128, 128, 32, 4, 2, 2>(vs);
-  add_tile<128, 128, 32, 4, 2, 4>(vs);
   add_tile<128, 128, 64, 3, 2, 4>(vs);
   add_tile<128, 256, 32, 3, 2, 4>(vs);
+  add_tile<128, 256, 64, 3, 2, 4>(vs);
   add_tile<64, 128, 64, 4, 2, 2>(vs);
+  add_tile<64, 256, 32, 4, 2, 4>(vs);
   add_tile<64, 64, 64, 5, 2, 2>(vs);
   for (auto& v : vs) CK(cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
 
@@ -260,7 +263,7 @@ int main(int argc, char** argv) {
     snprintf(sname, sizeof sname, "%s G%d %s M=%d N=%d K=%d", s.model, s.gemm, kind_name[s.kind], s.M, s.N, s.K);
     Row best{sname, "-", 1e30, tcub, -1, s.M, flops};
     for (const Variant& v : vs) {
-      if (v.kind != s.kind) continue;
+      if (v.kind != s.kind && !(s.kind == SWIGLU && (v.kind == SWIGLU_H2 || v.kind == SWIGLU_SM))) continue;
       GemmArgs args{A, Bs[0], C, s.M, s.N, s.K, lda, s.K, s.N, F};
       if (v.check(args)) continue;
       dim3 grid(s.N / v.bn, (s.M + v.bm - 1) / v.bm);
