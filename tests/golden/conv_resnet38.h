@@ -4,14 +4,14 @@
 
 namespace conv_resnet38 {
 
-// grid g1: 4 x 13 x 1 tiles
+// grid g1: 4 x 25 x 1 tiles
 struct g1 {
-  static constexpr int X = 4, Y = 13, Z = 1, num_tiles = 52;
+  static constexpr int X = 4, Y = 25, Z = 1, num_tiles = 100;
 };
 
 // tile processing order of g1: row-major (x fastest, then y, then z)
 struct g1_order {
-  static constexpr int num_tiles = 52;
+  static constexpr int num_tiles = 100;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
     return cusync::Tile{linear % 4, linear / 4, 0};
   }
@@ -20,14 +20,14 @@ struct g1_order {
   }
 };
 
-// grid g2: 4 x 13 x 1 tiles
+// grid g2: 4 x 25 x 1 tiles
 struct g2 {
-  static constexpr int X = 4, Y = 13, Z = 1, num_tiles = 52;
+  static constexpr int X = 4, Y = 25, Z = 1, num_tiles = 100;
 };
 
 // tile processing order of g2: row-major (x fastest, then y, then z)
 struct g2_order {
-  static constexpr int num_tiles = 52;
+  static constexpr int num_tiles = 100;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
     return cusync::Tile{linear % 4, linear / 4, 0};
   }
@@ -39,23 +39,34 @@ struct g2_order {
 // Dep dep: g2 waits on g1
 // Conv2DTileSync: x: one semaphore per tile, y: one semaphore per tile
 struct dep_g1_Conv2DTileSync {
-  static constexpr int num_sems = 52;
+  static constexpr int num_sems = 100;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
-  static constexpr int num_sems = 13;
+  static constexpr int num_sems = 25;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
 };
-// the 1 tiles of g1 one g2 tile c waits on, in order
+// the 12 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x/(R*S), y)
-    if (i < 1) {
-      return cusync::Tile{c.x / 9, c.y, 0};
+    // ForAll(Tile(x, y-1+(g1.y-y)/g1.y), x, Range(0, 4))
+    if (i < 4) {
+      const int i0 = i;
+      return cusync::Tile{i0, c.y + (-c.y + 25) / 25 - 1, 0};
+    }
+    // ForAll(Tile(x, y), x, Range(0, 4))
+    if (i < 8) {
+      const int i0 = (i - 4);
+      return cusync::Tile{i0, c.y, 0};
+    }
+    // ForAll(Tile(x, y+1-(y+1)/g1.y), x, Range(0, 4))
+    if (i < 12) {
+      const int i0 = (i - 8);
+      return cusync::Tile{i0, c.y - ((c.y + 1) / 25) + 1, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }

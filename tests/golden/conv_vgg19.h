@@ -4,14 +4,14 @@
 
 namespace conv_vgg19 {
 
-// grid g1: 4 x 7 x 1 tiles
+// grid g1: 4 x 4 x 1 tiles
 struct g1 {
-  static constexpr int X = 4, Y = 7, Z = 1, num_tiles = 28;
+  static constexpr int X = 4, Y = 4, Z = 1, num_tiles = 16;
 };
 
 // tile processing order of g1: row-major (x fastest, then y, then z)
 struct g1_order {
-  static constexpr int num_tiles = 28;
+  static constexpr int num_tiles = 16;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
     return cusync::Tile{linear % 4, linear / 4, 0};
   }
@@ -20,14 +20,14 @@ struct g1_order {
   }
 };
 
-// grid g2: 4 x 7 x 1 tiles
+// grid g2: 4 x 4 x 1 tiles
 struct g2 {
-  static constexpr int X = 4, Y = 7, Z = 1, num_tiles = 28;
+  static constexpr int X = 4, Y = 4, Z = 1, num_tiles = 16;
 };
 
 // tile processing order of g2: row-major (x fastest, then y, then z)
 struct g2_order {
-  static constexpr int num_tiles = 28;
+  static constexpr int num_tiles = 16;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
     return cusync::Tile{linear % 4, linear / 4, 0};
   }
@@ -36,14 +36,14 @@ struct g2_order {
   }
 };
 
-// grid g3: 4 x 7 x 1 tiles
+// grid g3: 4 x 4 x 1 tiles
 struct g3 {
-  static constexpr int X = 4, Y = 7, Z = 1, num_tiles = 28;
+  static constexpr int X = 4, Y = 4, Z = 1, num_tiles = 16;
 };
 
 // tile processing order of g3: row-major (x fastest, then y, then z)
 struct g3_order {
-  static constexpr int num_tiles = 28;
+  static constexpr int num_tiles = 16;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
     return cusync::Tile{linear % 4, linear / 4, 0};
   }
@@ -52,14 +52,14 @@ struct g3_order {
   }
 };
 
-// grid g4: 4 x 7 x 1 tiles
+// grid g4: 4 x 4 x 1 tiles
 struct g4 {
-  static constexpr int X = 4, Y = 7, Z = 1, num_tiles = 28;
+  static constexpr int X = 4, Y = 4, Z = 1, num_tiles = 16;
 };
 
 // tile processing order of g4: row-major (x fastest, then y, then z)
 struct g4_order {
-  static constexpr int num_tiles = 28;
+  static constexpr int num_tiles = 16;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
     return cusync::Tile{linear % 4, linear / 4, 0};
   }
@@ -71,23 +71,34 @@ struct g4_order {
 // Dep dep12: g2 waits on g1
 // Conv2DTileSync: x: one semaphore per tile, y: one semaphore per tile
 struct dep12_g1_Conv2DTileSync {
-  static constexpr int num_sems = 28;
+  static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep12_g1_RowSync {
-  static constexpr int num_sems = 7;
+  static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
 };
-// the 1 tiles of g1 one g2 tile c waits on, in order
+// the 12 tiles of g1 one g2 tile c waits on, in order
 struct dep12_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x/(R*S), y)
-    if (i < 1) {
-      return cusync::Tile{c.x / 9, c.y, 0};
+    // ForAll(Tile(x, y-1+(g1.y-y)/g1.y), x, Range(0, 4))
+    if (i < 4) {
+      const int i0 = i;
+      return cusync::Tile{i0, c.y + (-c.y + 4) / 4 - 1, 0};
+    }
+    // ForAll(Tile(x, y), x, Range(0, 4))
+    if (i < 8) {
+      const int i0 = (i - 4);
+      return cusync::Tile{i0, c.y, 0};
+    }
+    // ForAll(Tile(x, y+1-(y+1)/g1.y), x, Range(0, 4))
+    if (i < 12) {
+      const int i0 = (i - 8);
+      return cusync::Tile{i0, c.y - ((c.y + 1) / 4) + 1, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
@@ -96,23 +107,34 @@ struct dep12_g1_waits {
 // Dep dep23: g3 waits on g2
 // Conv2DTileSync: x: one semaphore per tile, y: one semaphore per tile
 struct dep23_g2_Conv2DTileSync {
-  static constexpr int num_sems = 28;
+  static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep23_g2_RowSync {
-  static constexpr int num_sems = 7;
+  static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
 };
-// the 1 tiles of g2 one g3 tile c waits on, in order
+// the 12 tiles of g2 one g3 tile c waits on, in order
 struct dep23_g2_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x/(R*S), y)
-    if (i < 1) {
-      return cusync::Tile{c.x / 9, c.y, 0};
+    // ForAll(Tile(x, y-1+(g2.y-y)/g2.y), x, Range(0, 4))
+    if (i < 4) {
+      const int i0 = i;
+      return cusync::Tile{i0, c.y + (-c.y + 4) / 4 - 1, 0};
+    }
+    // ForAll(Tile(x, y), x, Range(0, 4))
+    if (i < 8) {
+      const int i0 = (i - 4);
+      return cusync::Tile{i0, c.y, 0};
+    }
+    // ForAll(Tile(x, y+1-(y+1)/g2.y), x, Range(0, 4))
+    if (i < 12) {
+      const int i0 = (i - 8);
+      return cusync::Tile{i0, c.y - ((c.y + 1) / 4) + 1, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
@@ -121,23 +143,34 @@ struct dep23_g2_waits {
 // Dep dep34: g4 waits on g3
 // Conv2DTileSync: x: one semaphore per tile, y: one semaphore per tile
 struct dep34_g3_Conv2DTileSync {
-  static constexpr int num_sems = 28;
+  static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep34_g3_RowSync {
-  static constexpr int num_sems = 7;
+  static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
 };
-// the 1 tiles of g3 one g4 tile c waits on, in order
+// the 12 tiles of g3 one g4 tile c waits on, in order
 struct dep34_g3_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x/(R*S), y)
-    if (i < 1) {
-      return cusync::Tile{c.x / 9, c.y, 0};
+    // ForAll(Tile(x, y-1+(g3.y-y)/g3.y), x, Range(0, 4))
+    if (i < 4) {
+      const int i0 = i;
+      return cusync::Tile{i0, c.y + (-c.y + 4) / 4 - 1, 0};
+    }
+    // ForAll(Tile(x, y), x, Range(0, 4))
+    if (i < 8) {
+      const int i0 = (i - 4);
+      return cusync::Tile{i0, c.y, 0};
+    }
+    // ForAll(Tile(x, y+1-(y+1)/g3.y), x, Range(0, 4))
+    if (i < 12) {
+      const int i0 = (i - 8);
+      return cusync::Tile{i0, c.y - ((c.y + 1) / 4) + 1, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }

@@ -1,0 +1,261 @@
+"""The paper's Conv2D workloads on the GPU: chains of 2 (ResNet-38) and 4 (VGG-19) implicit-GeMM
+3x3 Conv2Ds with bias + ReLU, each consuming the previous one's output, every link synchronized by
+the policies cusyncgen generates from examples/conv_resnet38.dep and examples/conv_vgg19.dep.
+
+    chain = ConvChain("resnet38", "L3", batch=8)
+    x, ws, bs = chain.buffers(seed=0)
+    ys = chain.outputs()                                    # poisoned with NaN
+    chain.run(stream, Config("RowSync", "pdl"), x, ws, bs, ys)
+
+`bench()` is the `cusyncgen bench conv2d` workload (cusyncgen.cuda.bench.WORKLOADS).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import cupy
+
+from cusyncgen.cuda import build, driver
+from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
+from cusyncgen.cuda.modules_conv import BATCHES, LAYERS, MODELS, Tiles, bench_points, default_tiles, grid, module_source
+from cusyncgen.cuda.stages import Stage
+
+WAIT_INPUT, REORDER = 1, 2  # cusync_kernels::ConvFlags
+
+
+class ConvArgs(ctypes.Structure):
+    """cusync_kernels::ConvArgs (runtime_cuda/kernels/conv2d.cuh)."""
+
+    _fields_ = [("X", ctypes.c_void_p), ("W", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("Y", ctypes.c_void_p)] + [
+        (n, ctypes.c_int) for n in ("B", "P", "Q", "C", "K", "flags")]
+
+
+@dataclass
+class ConvChain:
+    """The Conv2Ds of one layer at one batch size, every generated policy in one module."""
+
+    model_name: str
+    layer_name: str
+    batch: int
+    tiles: Tiles | None = None
+    debug: bool = False
+    arch: str | None = None
+    _stages: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.model = MODELS[self.model_name]
+        self.layer = LAYERS[self.layer_name]
+        self.tiles = self.tiles or default_tiles(self.layer)
+        self.n = self.model.convs
+        src, policies = module_source(self.model, self.layer, self.batch, self.tiles, self.debug)
+        self.module = driver.Module(build.build(src, self.arch or driver.arch()))
+        t = self.tiles
+        k = lambda name: self.module.kernel(name, t.threads, t.smem)
+        self.plain_kernel = k("conv_plain")
+        self.kernels = {label: [k(f"conv{i + 1}_{name}") for i in range(self.n)] for label, name, _ in policies}
+        self.wait_kernel = self.module.kernel("cusync_wait_kernel", 1)
+        self.grid = grid(self.layer, self.batch, t)
+        self.num_tiles = self.grid[0] * self.grid[1]
+        self.plain_stages = [Stage(f"conv{i + 1}", i, 0) for i in range(self.n)]
+        for label, _, sems in policies:
+            stages = [Stage(f"conv{i + 1}", i, sems[i]) for i in range(self.n)]
+            for i in range(1, self.n):
+                stages[i].depends_on(stages[i - 1], 0, f"conv{i}")
+            self._stages[label] = stages
+        lo, hi = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+        # Earlier Conv2Ds get higher priority (numerically lower), so their blocks dispatch first.
+        self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(lo, hi + i)) for i in range(self.n)]
+        self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(self.n + 1)]
+
+    @property
+    def policy_names(self) -> list[str]:
+        return list(self.kernels)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model_name}-{self.layer_name}"
+
+    def buffers(self, seed: int | None = None):
+        """Fresh random input, weights (He-scaled, so activations stay O(1)) and biases."""
+        rs = cupy.random.RandomState(seed)
+        L, B = self.layer, self.batch
+        x = rs.standard_normal((B, L.P, L.Q, L.C), dtype=cupy.float32).astype(cupy.float16)
+        scale = (2.0 / (9 * L.C)) ** 0.5
+        ws = [(rs.standard_normal((L.C, 3, 3, L.C), dtype=cupy.float32) * scale).astype(cupy.float16) for _ in range(self.n)]
+        bs = [(rs.standard_normal((L.C,), dtype=cupy.float32) * 0.1).astype(cupy.float16) for _ in range(self.n)]
+        cupy.cuda.Device().synchronize()  # made on the default stream; the chain runs on others
+        return x, ws, bs
+
+    def outputs(self):
+        L = self.layer
+        ys = [cupy.full((self.batch, L.P, L.Q, L.C), cupy.nan, dtype=cupy.float16) for _ in range(self.n)]
+        cupy.cuda.Device().synchronize()
+        return ys
+
+    def poison(self, ys) -> None:
+        for y in ys:
+            y.fill(cupy.nan)
+        cupy.cuda.Device().synchronize()  # filled on the default stream; the chain runs on others
+
+    def occupancy_ok_without_ordering(self) -> bool:
+        """W (no wait-kernel, no PDL) is safe only when every grid of the chain fits at once."""
+        return self.n * self.num_tiles <= driver.max_active_blocks(self.plain_kernel) * driver.sm_count()
+
+    def configs(self) -> list[Config]:
+        out = [STREAM_SYNC, PDL_ALONE]
+        w_ok = self.occupancy_ok_without_ordering()
+        for p in self.policy_names:
+            for reorder in (False, True):
+                out.append(Config(p, "waitkernel", True, reorder))
+                out.append(Config(p, "pdl", True, reorder))
+                if w_ok:
+                    out.append(Config(p, "none", False, reorder))
+        return out
+
+    def _args(self, i, x, ws, bs, ys, flags):
+        L = self.layer
+        src = x if i == 0 else ys[i - 1]
+        return ConvArgs(X=src.data.ptr, W=ws[i].data.ptr, bias=bs[i].data.ptr, Y=ys[i].data.ptr,
+                        B=self.batch, P=L.P, Q=L.Q, C=L.C, K=L.C, flags=flags)
+
+    def run(self, main: cupy.cuda.Stream, cfg: Config, x, ws, bs, ys, wait_input: bool = True) -> None:
+        """One chain under `cfg`. wait_input=False drops the waits (tests: a race must be caught)."""
+        n, g = self.n, self.grid
+        if cfg.policy is None:
+            k = self.plain_kernel
+            for i in range(n):
+                a = self._args(i, x, ws, bs, ys, 0)
+                if cfg.ordering == "stream":
+                    k.launch(g, [a, self.plain_stages[i].args()], main)
+                else:  # PDL alone: each Conv2D waits for the whole previous grid (griddepcontrol.wait)
+                    sa = self.plain_stages[i].args(pdl_trigger=i < n - 1, pdl_wait=i > 0)
+                    k.launch(g, [a, sa], main, pdl=i > 0)
+            return
+        ks, stages = self.kernels[cfg.policy], self._stages[cfg.policy]
+        flags = [(WAIT_INPUT if i > 0 and wait_input else 0) | (REORDER if cfg.reorder and i > 0 else 0) for i in range(n)]
+        args = [self._args(i, x, ws, bs, ys, flags[i]) for i in range(n)]
+        if cfg.ordering == "pdl":
+            for i in range(n):
+                ks[i].launch(g, [args[i], stages[i].args(cfg.custom_order, pdl_trigger=i < n - 1)], main, pdl=i > 0)
+            return
+        fork, joins = self._events[0], self._events[1:]
+        fork.record(main)
+        for s in self.streams:
+            s.wait_event(fork)
+        tiles = ctypes.c_ulonglong(self.num_tiles)
+        for i in range(n):
+            s = self.streams[i]
+            if i > 0 and cfg.ordering == "waitkernel":
+                self.wait_kernel.launch((1, 1, 1), [stages[i - 1].ticket, stages[i].ticket, tiles, tiles], s)
+            ks[i].launch(g, [args[i], stages[i].args(cfg.custom_order)], s)
+        for s, e in zip(self.streams, joins):
+            e.record(s)
+            main.wait_event(e)
+
+    def check_stages(self) -> None:
+        for stages in list(self._stages.values()) + [self.plain_stages]:
+            for s in stages:
+                s.raise_if_timed_out()
+
+    def reference(self, x, ws, bs):
+        """float32 outputs of every Conv2D (torch.nn.functional.conv2d on the GPU), each input
+        rounded to fp16 as the kernels store it; NHWC CuPy arrays."""
+        import torch
+        import torch.nn.functional as F
+        h = torch.from_dlpack(x).permute(0, 3, 1, 2).float()
+        outs = []
+        for w, b in zip(ws, bs):
+            tw = torch.from_dlpack(w).permute(0, 3, 1, 2).float()
+            h = torch.relu(F.conv2d(h, tw, torch.from_dlpack(b).float(), padding=1))
+            outs.append(cupy.from_dlpack(h.permute(0, 2, 3, 1).contiguous()))
+            h = h.half().float()
+        return outs
+
+
+def rel_err(ys, refs) -> float:
+    """The largest relative error (Frobenius) over the chain's outputs; inf on a NaN/inf."""
+    worst = 0.0
+    for y, ref in zip(ys, refs):
+        y32 = y.astype(cupy.float32)
+        if not bool(cupy.isfinite(y32).all()):
+            return math.inf
+        worst = max(worst, float(cupy.linalg.norm(y32 - ref) / cupy.linalg.norm(ref)))
+    return worst
+
+
+TOL = 1e-2
+
+
+def torch_chain(chain: ConvChain, x, ws, bs):
+    """cuDNN through PyTorch: channels_last fp16 conv2d + bias + ReLU, chained."""
+    import torch
+    import torch.nn.functional as F
+    tx = torch.from_dlpack(x).permute(0, 3, 1, 2)          # NCHW view of NHWC memory: channels_last
+    tws = [torch.from_dlpack(w).permute(0, 3, 1, 2) for w in ws]
+    tbs = [torch.from_dlpack(b) for b in bs]
+
+    def fn():
+        h = tx
+        for w, b in zip(tws, tbs):
+            h = torch.relu(F.conv2d(h, w, b, padding=1))
+        return h
+    return fn
+
+
+def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None) -> list[dict]:
+    from cusyncgen.cuda import baselines, timing
+    import torch
+    chain = ConvChain(model, layer, batch)
+    sets = [chain.buffers(seed=seed + s) for s in range(3)]
+    outs = [chain.outputs() for _ in sets]
+    x, ws, bs = sets[0]
+    refs = chain.reference(x, ws, bs)
+    name = chain.label
+    rows, base = [], None
+    for cfg in configs or chain.configs():
+        chain.poison(outs[0])
+        chain.run(stream, cfg, x, ws, bs, outs[0])
+        stream.synchronize()
+        err = rel_err(outs[0], refs)
+        graphs = [timing.capture(lambda s, a=a, o=o: chain.run(s, cfg, *a, o), stream) for a, o in zip(sets, outs)]
+        t = timing.median(timing.time_graphs(graphs, stream, iters=iters))
+        del graphs
+        chain.check_stages()
+        base = base or t
+        rows.append({"model": name, "M": batch, "config": cfg.name, "time_us": round(t, 2),
+                     "speedup_vs_streamsync": round(base / t, 4), "correct": err < TOL, "rel_err": err,
+                     "tiles": chain.tiles.label, "grid": list(chain.grid[:2])})
+    torch.backends.cudnn.benchmark = True
+    fn = torch_chain(chain, x, ws, bs)
+    terr = rel_err([cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:])
+    for cname, t in (("cuDNN", baselines.time_eager(fn, iters)), ("cuDNN+graph", baselines.graph_time(fn, iters))):
+        rows.append({"model": name, "M": batch, "config": cname, "time_us": round(t, 2),
+                     "speedup_vs_streamsync": round(base / t, 4), "correct": terr < TOL, "rel_err": terr})
+    return rows
+
+
+def bench(models=None, sweep=None, iters: int = 30, progress: bool = True) -> dict:
+    """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph)."""
+    if isinstance(models, str):
+        models = models.split(",")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    rows = []
+    work = bench_points(models, sweep or BATCHES)
+    for i, (m, layer, b) in enumerate(work):
+        t0 = time.time()
+        point = measure_point(m, layer, b, iters, stream, seed=1000 * i)
+        rows += point
+        if progress:
+            cus = [r for r in point if r["correct"] and r["config"] not in ("StreamSync", "PDL", "cuDNN", "cuDNN+graph")]
+            best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None
+            cud = next(r for r in point if r["config"] == "cuDNN+graph")
+            print(f"[{i + 1}/{len(work)}] {m}-{layer} B={b}: StreamSync {point[0]['time_us']:.1f} us, "
+                  + (f"best {best['config']} {best['time_us']:.1f} us ({best['speedup_vs_streamsync']:.3f}x)" if best else "no correct policy")
+                  + f", cuDNN+graph {cud['time_us']:.1f} us, all correct: {all(r['correct'] for r in point)} "
+                  f"[{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
+        cupy.get_default_memory_pool().free_all_blocks()
+    return {"device": driver.device_name(), "workload": "conv2d", "vendor": "cuDNN", "rows": rows}

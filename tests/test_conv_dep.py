@@ -1,0 +1,136 @@
+"""The Conv2D .dep files cover every producer tile the implicit-GeMM kernel reads (the 3x3 halo
+included), which the paper's Tile(x/(R*S), y) does not; their policies; the generated sources; and
+(marked nvcc) that a ResNet-38 and a VGG-19 module compile for sm_80 and sm_90a."""
+import shutil
+
+import pytest
+
+import cusyncgen
+from cusyncgen.cuda import build
+from cusyncgen.cuda import modules_conv as mc
+
+
+def kernel_reads(layer, batch, tiles, consumer):
+    """The producer tiles (channel tile, pixel tile) that the kernel of runtime_cuda/kernels/conv2d.cuh
+    reads for one consumer tile: a Python model of its im2col gather, pixel by pixel."""
+    P = Q = layer.P
+    M = batch * P * Q
+    _, y = consumer
+    out = set()
+    for m in range(y * tiles.BM, min((y + 1) * tiles.BM, M)):
+        b, p, q = m // (P * Q), (m // Q) % P, m % Q
+        for dr in (-1, 0, 1):
+            for ds in (-1, 0, 1):
+                h, w = p + dr, q + ds
+                if 0 <= h < P and 0 <= w < Q:
+                    src = (b * P + h) * Q + w
+                    for c in range(0, layer.C, tiles.BN):
+                        out.add((c // tiles.BN, src // tiles.BM))
+    return out
+
+
+def kernel_waits(layer, batch, tiles, consumer):
+    """The tiles the kernel's wait_a() waits on (per k-block, clamped pixel ranges), in Python."""
+    P = Q = layer.P
+    M = batch * P * Q
+    _, y = consumer
+    m0 = y * tiles.BM
+    rows = min(tiles.BM, M - m0)
+    out = set()
+    for rs in range(9):
+        shift = (rs // 3 - 1) * Q + (rs % 3 - 1)
+        lo, hi = max(m0 + shift, 0), min(m0 + rows - 1 + shift, M - 1)
+        for c in range(0, layer.C, tiles.BK):
+            for py in range(lo // tiles.BM, hi // tiles.BM + 1):
+                out.add((c // tiles.BN, py))
+    return out
+
+
+POINTS = [("resnet38", "L1", 1), ("resnet38", "L2", 3), ("resnet38", "L3", 8), ("resnet38", "L4", 1),
+          ("resnet38", "L4", 5), ("vgg19", "L3", 2), ("vgg19", "L4", 32)]
+
+
+@pytest.mark.parametrize("model,layer,batch", POINTS)
+def test_dep_covers_every_tile_the_kernel_reads_and_waits_on(model, layer, batch):
+    m, L = mc.MODELS[model], mc.LAYERS[layer]
+    tiles = mc.default_tiles(L)
+    compiled, _ = mc.compile_dep(m, L, batch, tiles)
+    X, Y, _ = mc.grid(L, batch, tiles)
+    prog = compiled.program
+    for dep in prog.deps:
+        for y in range(Y):
+            for x in (0, X - 1):
+                declared = {(t[0], t[1]) for g, t in prog.producer_tiles(dep.name, (x, y, 0))}
+                reads = kernel_reads(L, batch, tiles, (x, y))
+                waits = kernel_waits(L, batch, tiles, (x, y))
+                assert reads <= waits, (dep.name, x, y, sorted(reads - waits))
+                assert waits <= declared, (dep.name, x, y, sorted(waits - declared))
+
+
+def test_the_papers_dependency_misses_the_halo():
+    """Dep({g2, Tile(x, y)}, {g1, Tile(x/(R*S), y)}) (even widened to the whole row y) lets a tile
+    start before row tiles y-1 and y+1 that its 3x3 window reads are written: a race."""
+    L = mc.LAYERS["L3"]
+    tiles = mc.default_tiles(L)
+    X, Y, _ = mc.grid(L, 8, tiles)
+    for y in range(Y):
+        reads = kernel_reads(L, 8, tiles, (0, y))
+        same_row = {(x, y) for x in range(X)}
+        halo = reads - same_row
+        assert halo, y
+        assert {py for _, py in halo} <= {y - 1, y + 1}
+
+
+@pytest.mark.parametrize("model", ["resnet38", "vgg19"])
+def test_policies_are_conv2dtilesync_and_rowsync(model):
+    m = mc.MODELS[model]
+    L = mc.LAYERS["L3"]
+    compiled, _ = mc.compile_dep(m, L, 8, mc.default_tiles(L))
+    X, Y, _ = mc.grid(L, 8, mc.default_tiles(L))
+    got = {(p.consumer, p.name): p.num_sems for p in compiled.policies}
+    consumers = [f"g{i + 2}" for i in range(m.convs - 1)]
+    assert got == {**{(c, "Conv2DTileSync"): X * Y for c in consumers}, **{(c, "RowSync"): Y for c in consumers}}
+
+
+def test_one_row_tile_folds_the_clamps_and_keeps_one_policy_label():
+    L = mc.LAYERS["L4"]  # 7x7: 49 pixels, one 64-pixel row tile at batch 1
+    src, pols = mc.module_source(mc.MODELS["resnet38"], L, 1, mc.default_tiles(L))
+    assert [p[0] for p in pols] == ["Conv2DTileSync", "RowSync"]
+    assert "conv1_TileSync" in src.text and "conv2_RowSync" in src.text
+
+
+def test_halo_needs_tilem_at_least_q_plus_one():
+    with pytest.raises(ValueError, match="Q \\+ 1 = 57"):
+        mc.compile_dep(mc.MODELS["resnet38"], mc.LAYERS["L1"], 1, mc.Tiles(BM=32, BN=64, BK=32, warps_m=2, warps_n=2))
+
+
+@pytest.mark.parametrize("model", ["resnet38", "vgg19"])
+def test_module_source_has_one_kernel_per_position_and_policy(model):
+    m = mc.MODELS[model]
+    src, pols = mc.module_source(m, mc.LAYERS["L2"], 4, mc.default_tiles(mc.LAYERS["L2"]), debug=True)
+    assert "CUSYNC_DEBUG" in src.defines
+    assert src.text.count("CUSYNC_CONV2D_KERNEL(") == 1 + m.convs * len(pols)
+    for label, name, sems in pols:
+        assert sems[-1] == 0 and all(s > 0 for s in sems[:-1])
+        # a middle Conv2D posts its own policy and waits on its producer's
+        if m.convs == 4:
+            assert f"CuStage<conv_vgg19::g2_order, conv_vgg19::dep23_g2_{name}, conv_vgg19::dep12_g1_{name}>" in src.text
+    names = {s.name for s in mc.prebuild_sources()}
+    assert len(names) == sum(len(mm.layers) for mm in mc.MODELS.values()) * len(mc.BATCHES) + len(mc.TEST_POINTS)
+
+
+def test_examples_compile_with_their_defaults():
+    for dep in ("conv_resnet38.dep", "conv_vgg19.dep"):
+        compiled = cusyncgen.compile(mc.EXAMPLES / dep)
+        assert {p.name for p in compiled.policies} == {"Conv2DTileSync", "RowSync"}
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None or build.cutlass_include_dir() is None,
+                    reason="needs nvcc and the CUTLASS headers (pip install nvidia-cutlass)")
+def test_conv_modules_compile_for_sm80_and_sm90a(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUSYNCGEN_CACHE", str(tmp_path))
+    L = mc.LAYERS["L3"]
+    srcs = [mc.module_source(mc.MODELS["vgg19"], L, 2, mc.default_tiles(L), debug=True)[0]]
+    paths = build.build_many(srcs, arch="sm_80", jobs=1) + build.build_many(srcs, arch="sm_90a", jobs=1)
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
