@@ -162,22 +162,26 @@ def slug(device: str) -> str:
 
 def markdown(result: dict) -> str:
     rows = result["rows"]
+    vendor = result.get("vendor", "cuBLAS")  # the vendor library's row names: vendor, vendor+graph
+    ceil = result.get("ceilings")
     lines = [f"# {result['workload']}: CuSync vs StreamSync vs the vendor library on {result['device']}", "",
-             f"Measured ceilings in this run: fp16 matmul {result['ceilings']['peak_flops'] / 1e12:.0f} TFLOP/s, "
-             f"copy {result['ceilings']['bandwidth'] / 1e12:.2f} TB/s. Times: median of CUDA-graph replays, microseconds. "
+             (f"Measured ceilings in this run: fp16 matmul {ceil['peak_flops'] / 1e12:.0f} TFLOP/s, "
+              f"copy {ceil['bandwidth'] / 1e12:.2f} TB/s. " if ceil else "")
+             + "Times: median of CUDA-graph replays, microseconds. "
              "Speed-up is StreamSync time / config time (same kernels, same run).", ""]
     for model in sorted({r["model"] for r in rows}):
         lines += [f"## {model}", "",
-                  "| M | StreamSync | PDL | best CuSync config | time | speed-up | cuBLAS | cuBLAS+graph | floor | all correct |",
+                  f"| M | StreamSync | PDL | best CuSync config | time | speed-up | {vendor} | {vendor}+graph | floor | all correct |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for M in sorted({r["M"] for r in rows if r["model"] == model}):
             rs = {r["config"]: r for r in rows if r["model"] == model and r["M"] == M}
-            cus = [r for c, r in rs.items() if c not in ("StreamSync", "PDL", "floor", "cuBLAS", "cuBLAS+graph") and r["correct"]]
+            cus = [r for c, r in rs.items() if c not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph") and r["correct"]]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"])
             ok = all(r["correct"] for r in rs.values())
             lines.append(f"| {M} | {rs['StreamSync']['time_us']:.1f} | {rs['PDL']['time_us']:.1f} ({rs['PDL']['speedup_vs_streamsync']:.2f}x) | "
                          f"{best['config']} | {best['time_us']:.1f} | {best['speedup_vs_streamsync']:.3f}x | "
-                         f"{rs['cuBLAS']['time_us']:.1f} | {rs['cuBLAS+graph']['time_us']:.1f} | {rs['floor']['time_us']:.1f} | {'yes' if ok else 'NO'} |")
+                         f"{rs[vendor]['time_us']:.1f} | {rs[vendor + '+graph']['time_us']:.1f} | "
+                         f"{rs['floor']['time_us'] if 'floor' in rs else math.nan:.1f} | {'yes' if ok else 'NO'} |")
         lines.append("")
     if result.get("gemm"):
         lines += ["## GeMM throughput (first GeMM alone, plain kernel vs cuBLAS)", "",
@@ -203,7 +207,7 @@ def plot(result: dict, path: Path) -> None:
         for r in rows:
             if r["model"] != model or r["config"] in ("StreamSync", "floor"):
                 continue
-            fam = r["config"].split("+")[0] if not r["config"].startswith("cuBLAS") else r["config"]
+            fam = r["config"].split("+")[0] if not r["config"].startswith(result.get("vendor", "cuBLAS")) else r["config"]
             families.setdefault(fam, {}).setdefault(r["M"], []).append(r["speedup_vs_streamsync"] if r["correct"] else 0)
         for fam, by_m in sorted(families.items()):
             ax.plot(range(len(Ms)), [max(by_m.get(M, [math.nan])) for M in Ms], marker="o", label=fam)
