@@ -61,6 +61,7 @@ struct ConvConfig {
   static_assert(BM % (16 * WarpsM) == 0 && BN % (16 * WarpsN) == 0, "warps must tile the block tile");
   static_assert((BM * BK / 8) % kThreads == 0 && (BN * BK / 8) % kThreads == 0,
                 "each thread must copy a whole number of 16-byte chunks per tile");
+  static_assert(kThreads % (BK / 8) == 0, "a thread must copy the same channel chunk in every row it loads");
   static_assert(ProdBN % BK == 0, "a k-block's channels must lie inside one producer tile: ProdBN % BK == 0");
 
   using SmemAtom = std::conditional_t<
