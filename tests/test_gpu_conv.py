@@ -46,9 +46,10 @@ def test_every_policy_and_option_matches_the_reference(model, layer, batch):
 
 
 def test_dropping_the_waits_is_caught():
-    """The same kernels with their waits off (PDL lets the consumers start at once) read the
-    poisoned producer outputs: the check must fail, else it could not catch a race either."""
-    chain = _chain("resnet38", "L1", 1)
+    """The same kernels with their waits off read the poisoned producer outputs: the check must
+    fail, else it could not catch a race either. 512 channels (a long reduction per tile) in one
+    wave, PDL-launched: the consumers start while every producer tile is still being computed."""
+    chain = _chain("vgg19", "L4", 8)
     stream = cupy.cuda.Stream(non_blocking=True)
     errs = []
     for seed in range(3):
