@@ -21,51 +21,51 @@ struct g1_order {
   }
 };
 
-// grid gP: 12 x 4 x 1 tiles
+// grid gP: 4 x 4 x 12 tiles
 struct gP {
-  static constexpr int X = 12, Y = 4, Z = 1, num_tiles = 48;
+  static constexpr int X = 4, Y = 4, Z = 12, num_tiles = 192;
 };
 
 // tile processing order of gP: row-major (x fastest, then y, then z)
 struct gP_order {
-  static constexpr int num_tiles = 48;
+  static constexpr int num_tiles = 192;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
-    return cusync::Tile{linear % 12, linear / 12, 0};
+    return cusync::Tile{linear % 4, linear / 4 % 4, linear / 16};
   }
   CUSYNC_HD static constexpr int linear(cusync::Tile t) {
-    return t.x + 12 * t.y;
+    return t.x + 4 * t.y + 16 * t.z;
   }
 };
 
-// grid gR: 1 x 4 x 1 tiles
+// grid gR: 1 x 4 x 12 tiles
 struct gR {
-  static constexpr int X = 1, Y = 4, Z = 1, num_tiles = 4;
+  static constexpr int X = 1, Y = 4, Z = 12, num_tiles = 48;
 };
 
 // tile processing order of gR: row-major (x fastest, then y, then z)
 struct gR_order {
-  static constexpr int num_tiles = 4;
+  static constexpr int num_tiles = 48;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
-    return cusync::Tile{0, linear, 0};
+    return cusync::Tile{0, linear % 4, linear / 4};
   }
   CUSYNC_HD static constexpr int linear(cusync::Tile t) {
-    return t.y;
+    return t.y + 4 * t.z;
   }
 };
 
-// grid gT: 12 x 4 x 1 tiles
+// grid gT: 1 x 4 x 12 tiles
 struct gT {
-  static constexpr int X = 12, Y = 4, Z = 1, num_tiles = 48;
+  static constexpr int X = 1, Y = 4, Z = 12, num_tiles = 48;
 };
 
 // tile processing order of gT: row-major (x fastest, then y, then z)
 struct gT_order {
   static constexpr int num_tiles = 48;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
-    return cusync::Tile{linear % 12, linear / 12, 0};
+    return cusync::Tile{0, linear % 4, linear / 4};
   }
   CUSYNC_HD static constexpr int linear(cusync::Tile t) {
-    return t.x + 12 * t.y;
+    return t.y + 4 * t.z;
   }
 };
 
@@ -85,69 +85,74 @@ struct g2_order {
   }
 };
 
-// Dep dep1P: gP waits on g1
+// Dep depQK: gP waits on g1
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
-struct dep1P_g1_TileSync {
+struct depQK_g1_TileSync {
   static constexpr int num_sems = 144;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 36 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
 // StridedSync: x: tiles t % 12 share a semaphore, y: one semaphore per tile
-struct dep1P_g1_StridedSync {
+struct depQK_g1_StridedSync {
   static constexpr int num_sems = 48;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x % 12 + 12 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 3; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
-struct dep1P_g1_RowSync {
+struct depQK_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 36; }
 };
-// the 2 tiles of g1 one gP tile c waits on, in order
-struct dep1P_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 2; }
+// the 4 tiles of g1 one gP tile c waits on, in order
+struct depQK_g1_waits {
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x, y) then Tile(x+H/(8*TileN), y)
+    // ForAll(Tile(z%(H/(8*Dh))+x*(H/(8*Dh)), y), x, Range(0, 2))
     if (i < 2) {
       const int i0 = i;
-      return cusync::Tile{c.x + 12 * i0, c.y, 0};
+      return cusync::Tile{12 * i0 + c.z % 12, c.y, 0};
+    }
+    // ForAll(Tile(z%(H/(8*Dh))+y*(H/(8*Dh)), x*TileK/TileM%g1.y), y, Range(0, 2))
+    if (i < 4) {
+      const int i0 = (i - 2);
+      return cusync::Tile{12 * i0 + c.z % 12, c.x % 4, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
 };
 
 // Dep depPR: gR waits on gP
-// TileSync: x: one semaphore per tile, y: one semaphore per tile
+// TileSync: x: one semaphore per tile, y: one semaphore per tile, z: one semaphore per tile
 struct depPR_gP_TileSync {
-  static constexpr int num_sems = 48;
-  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 12 * t.y; }
+  static constexpr int num_sems = 192;
+  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y + 16 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
-// RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
+// RowSync: x: one semaphore for the whole dim, y: one semaphore per tile, z: one semaphore per tile
 struct depPR_gP_RowSync {
-  static constexpr int num_sems = 4;
-  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 12; }
+  static constexpr int num_sems = 48;
+  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
+  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
 };
-// the 12 tiles of gP one gR tile c waits on, in order
+// the 4 tiles of gP one gR tile c waits on, in order
 struct depPR_gP_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // ForAll(Tile(x, y), x, Range(0, 12))
-    if (i < 12) {
+    // ForAll(Tile(x, y, z), x, Range(0, 4))
+    if (i < 4) {
       const int i0 = i;
-      return cusync::Tile{i0, c.y, 0};
+      return cusync::Tile{i0, c.y, c.z};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
 };
 
 // Dep depTR1: gT waits on gR and g1
-// TileSync: y: one semaphore per tile
+// TileSync: y: one semaphore per tile, z: one semaphore per tile
 struct depTR1_gR_TileSync {
-  static constexpr int num_sems = 4;
-  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
+  static constexpr int num_sems = 48;
+  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
@@ -155,6 +160,12 @@ struct depTR1_g1_TileSync {
   static constexpr int num_sems = 144;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 36 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+};
+// ColSync: x: one semaphore per tile, y: one semaphore for the whole dim
+struct depTR1_g1_ColSync {
+  static constexpr int num_sems = 36;
+  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x; }
+  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct depTR1_g1_RowSync {
@@ -166,46 +177,47 @@ struct depTR1_g1_RowSync {
 struct depTR1_gR_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(0, y)
+    // Tile(x, y, z)
     if (i < 1) {
-      return cusync::Tile{0, c.y, 0};
+      return cusync::Tile{c.x, c.y, c.z};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
 };
-// the 1 tiles of g1 one gT tile c waits on, in order
+// the 4 tiles of g1 one gT tile c waits on, in order
 struct depTR1_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // Tile(x+2*H/(8*TileN), y)
-    if (i < 1) {
-      return cusync::Tile{c.x + 24, c.y, 0};
+    // ForAll(Tile(2*H/(8*Dh)+z%(H/(8*Dh)), y), y, Range(0, 4))
+    if (i < 4) {
+      const int i0 = i;
+      return cusync::Tile{c.z % 12 + 24, i0, 0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
 };
 
-// Dep dep23: g2 waits on gT
-// TileSync: x: one semaphore per tile, y: one semaphore per tile
-struct dep23_gT_TileSync {
+// Dep depT2: g2 waits on gT
+// TileSync: y: one semaphore per tile, z: one semaphore per tile
+struct depT2_gT_TileSync {
   static constexpr int num_sems = 48;
-  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 12 * t.y; }
+  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
 };
-// RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
-struct dep23_gT_RowSync {
+// GroupSync_xtile_ytile_zall: y: one semaphore per tile, z: one semaphore for the whole dim
+struct depT2_gT_GroupSync_xtile_ytile_zall {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 12; }
 };
 // the 12 tiles of gT one g2 tile c waits on, in order
-struct dep23_gT_waits {
+struct depT2_gT_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // ForAll(Tile(x, y), x, Range(0, 12))
+    // ForAll(Tile(0, y, z), z, Range(0, 12))
     if (i < 12) {
       const int i0 = i;
-      return cusync::Tile{i0, c.y, 0};
+      return cusync::Tile{0, c.y, i0};
     }
     return cusync::Tile{-1, -1, -1};  // i out of range
   }
