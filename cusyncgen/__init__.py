@@ -54,7 +54,9 @@ def namespace_for(file: str) -> str:
     ns = re.sub(r"[^A-Za-z0-9_]", "_", stem).strip("_") or "cusync_program"
     if ns[0].isdigit():
         ns = "_" + ns
-    return ns
+    from cusyncgen.analysis import CXX_KEYWORDS
+
+    return ns + "_dep" if ns in CXX_KEYWORDS else ns
 
 
 def compile(source, params: "dict | None" = None, name: "str | None" = None,

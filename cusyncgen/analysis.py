@@ -714,8 +714,8 @@ class Analyzer:
                 st = self.strided(p, g)
                 if st and g.extent[st[0]] % st[1] == 0:
                     a, s = st
-                    chosen[p.grid] = ir.OrderIR(g.name, g.extent, AXES[a], s, g.extent[a] // s)
-        return tuple(chosen.get(g.name, ir.OrderIR(g.name, g.extent)) for g in self.grids.values())
+                    chosen[p.grid] = ir.OrderIR(g.name, AXES[a], s, g.extent[a] // s, g.extent)
+        return tuple(chosen.get(g.name, ir.OrderIR(g.name, extent=g.extent)) for g in self.grids.values())
 
 
 def _walk(e: ir.Expr):

@@ -126,10 +126,10 @@ class OrderIR:
     ``r // group_count + (r % group_count) * group_stride`` (docs/design.md)."""
 
     grid: str
-    extent: tuple
     group_dim: Optional[str] = None  # "x", "y", "z" or None (plain row-major)
     group_stride: int = 1
     group_count: int = 1
+    extent: tuple = (1, 1, 1)  # the grid's (X, Y, Z)
 
     @property
     def num_tiles(self) -> int:

@@ -227,7 +227,7 @@ def test_extra_dims_are_forall_variables_and_strided_pairs_interleave():
 
 
 def test_order_ir_matches_design_formula():
-    o = ir.OrderIR("g", (6, 2, 1), "x", 3, 2)
+    o = ir.OrderIR("g", "x", 3, 2, (6, 2, 1))
     for r in range(6):
         t = o.tile(r)
         assert t[0] == r // 2 + (r % 2) * 3 and o.linear(t) == r

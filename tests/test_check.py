@@ -84,7 +84,7 @@ def test_check_catches_a_wrong_value():
 def test_check_catches_a_non_bijective_order():
     prog = cusyncgen.compile(ROOT / "examples" / "mlp_llama.dep").program
     g1 = prog.grid("g1")
-    bad_order = ir.OrderIR("g1", g1.extent, "x", 43, 3)  # 3 * 43 != 86: not a permutation
+    bad_order = ir.OrderIR("g1", "x", 43, 3, g1.extent)  # 3 * 43 != 86: not a permutation
     wrong = ir.ProgramIR(prog.name, prog.source, prog.params, prog.overrides, prog.grids,
                          prog.deps, (bad_order, prog.order("g2")), prog.policies)
     assert any("bijection" in p for p in check.problems(wrong))
