@@ -15,8 +15,9 @@ from cusyncgen.errors import SoundnessError
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "runtime_cuda"
-EXAMPLES = {"mlp_gpt3.dep": {"B": 8, "S": 256}, "mlp_llama.dep": {}, "attention_gpt3.dep": {},
-            "conv_resnet38.dep": {}, "conv_vgg19.dep": {}}
+#: every example -> its -D values (mlp_gpt3.dep is the issue's text: B, S have no default)
+EXAMPLES = {p.name: {} for p in sorted((ROOT / "examples").glob("*.dep"))}
+EXAMPLES["mlp_gpt3.dep"] = {"B": 8, "S": 256}
 
 
 #: exercises what the examples do not: 3-D grids, a 4th Dim as a ForAll variable, nested ForAlls,

@@ -14,8 +14,8 @@ from cusyncgen import emit, ir
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
 #: example -> -D values of its golden header (mlp_gpt3.dep is the issue's text: B, S have no default)
-EXAMPLES = {"mlp_gpt3.dep": {"B": 8, "S": 256}, "mlp_llama.dep": {}, "attention_gpt3.dep": {},
-            "conv_resnet38.dep": {}, "conv_vgg19.dep": {}}
+EXAMPLES = {p.name: {} for p in sorted((ROOT / "examples").glob("*.dep"))}
+EXAMPLES["mlp_gpt3.dep"] = {"B": 8, "S": 256}
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
