@@ -108,6 +108,13 @@ def _pack(arg):
     raise TypeError(f"cannot pass {type(arg).__name__} to a kernel")
 
 
+def _function_ptr(function) -> int:
+    """The CUfunction handle of a cupy.cuda.function.Function (.ptr) or of the cupy.RawKernel that
+    RawModule.get_function returns in recent CuPy (its compiled Function is .kernel)."""
+    ptr = getattr(function, "ptr", None)
+    return int(ptr if ptr is not None else function.kernel.ptr)
+
+
 def launch(function, grid, block, smem: int, stream, args, pdl: bool = False) -> None:
     """cuLaunchKernelEx; with pdl=True the launch may overlap the previous kernel of the stream
     (programmatic stream serialization), which then must order itself (tile semaphores or
@@ -128,7 +135,7 @@ def launch(function, grid, block, smem: int, stream, args, pdl: bool = False) ->
         cfg.numAttrs = 0
     packed = [_pack(a) for a in args]
     params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(p) for p in packed])
-    check(_cu.cuLaunchKernelEx(cfg, _cu.CUfunction(function.ptr), ctypes.addressof(params), 0))
+    check(_cu.cuLaunchKernelEx(cfg, _cu.CUfunction(_function_ptr(function)), ctypes.addressof(params), 0))
 
 
 def device_name() -> str:
@@ -158,4 +165,4 @@ def max_active_blocks(kernel: Kernel) -> int:
     """Blocks of `kernel` that fit on one SM at once (cuOccupancyMaxActiveBlocksPerMultiprocessor)."""
     _init()
     return int(check(_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-        _cu.CUfunction(kernel.function.ptr), kernel.threads, kernel.smem)))
+        _cu.CUfunction(_function_ptr(kernel.function)), kernel.threads, kernel.smem)))
