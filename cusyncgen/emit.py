@@ -246,3 +246,9 @@ def order_json(program: ir.ProgramIR) -> str:
     return json.dumps({"orders": orders}) + "\n"
 
 
+
+
+def render_template(name: str, **context) -> str:
+    """Render another template of templates/ (the tuner's dispatch header) with the same strict
+    environment: every value it prints was computed by the caller."""
+    return _env().get_template(name).render(**context)
