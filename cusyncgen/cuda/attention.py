@@ -1,0 +1,402 @@
+"""The paper's Attention (Figure 2b) on the GPU: five dependent kernels synchronized by the
+policies cusyncgen generates from examples/attention_gpt3.dep and attention_llama.dep.
+
+    g1  XQKV = X Wqkv^T                 QKV GeMM (gemm.cuh), written into the KV cache rows
+    gP  P = Q_h [CachedK, XK]_h^T        per head and request (gemm.cuh through PStage)
+    gR  R = dropout(softmax(P/sqrt(Dh)))  softmax.cuh; counter-based dropout mask
+    gT  T = R [CachedV, XV]_h            attention.cuh (WMMA), two producers: gR and g1
+    g2  XW12 = T Wo^T                    output GeMM (gemm.cuh through OutStage)
+
+    att = Attention(Shape("gpt3", B=1, S=512))         # prompt processing
+    att = Attention(Shape("llama", B=4, S=1, Sp=1024)) # token generation with 1024 cached tokens
+    bufs = att.buffers(seed=0); att.poison(bufs); att.run(stream, Config("TileSync", "pdl"), bufs)
+    errs = att.check(bufs)                              # every kernel against float32 math
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+
+import cupy
+import torch
+
+from cusyncgen.cuda import build, driver
+from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
+from cusyncgen.cuda.modules_attention import (DH, Shape, bench_shapes, compile_dep, configs, module_source,
+                                              num_sems, role_index)
+from cusyncgen.cuda.stages import Stage
+
+ORDER = ("g1", "gP", "gR", "gT", "g2")
+DROPOUT = 0.1
+TOL_STAGE = 1e-2   # one kernel against float32 math on its own (fp16) inputs
+TOL_E2E = 2e-2     # the chain against float32 math from X
+
+
+class AttnGeo(ctypes.Structure):
+    _fields_ = [("cache", ctypes.c_void_p), ("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("T", ctypes.c_void_p)] + [
+        (n, ctypes.c_int) for n in ("B", "S", "Sp", "NH", "Dh", "ld3", "Npad", "ldT")]
+
+
+class SoftmaxArgs(ctypes.Structure):
+    _fields_ = [("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("M", ctypes.c_int), ("Npad", ctypes.c_int),
+                ("L", ctypes.c_int), ("scale", ctypes.c_float), ("drop_threshold", ctypes.c_uint32),
+                ("keep_scale", ctypes.c_float), ("seed", ctypes.c_uint32)]
+
+
+class MultiChain:
+    """Orderings of a chain of kernels (chain.Config names): StreamSync, PDL alone, and the tile
+    policies with the paper's wait-kernel (a stream per kernel, priorities falling along the
+    chain) or with PDL (one stream, each kernel PDL-launched)."""
+
+    def __init__(self, n: int, wait_kernel):
+        lo, hi = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+        self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(hi + i, lo)) for i in range(n)]
+        self.wait_kernel = wait_kernel
+        self.fork = cupy.cuda.Event(disable_timing=True)
+        self.done = [cupy.cuda.Event(disable_timing=True) for _ in range(n)]
+
+    def run(self, main, cfg: Config, stages, launches, tiles) -> None:
+        n = len(stages)
+        if cfg.ordering == "stream":
+            for st, ln in zip(stages, launches):
+                ln(main, st.args(), False)
+            return
+        if cfg.ordering == "pdl_alone":
+            for i, (st, ln) in enumerate(zip(stages, launches)):
+                ln(main, st.args(pdl_trigger=True, pdl_wait=i > 0), i > 0)
+            return
+        if cfg.ordering == "pdl":
+            for i, (st, ln) in enumerate(zip(stages, launches)):
+                ln(main, st.args(cfg.custom_order, pdl_trigger=i < n - 1), i > 0)
+            return
+        assert cfg.ordering == "waitkernel", cfg.ordering
+        self.fork.record(main)
+        for i, (st, ln) in enumerate(zip(stages, launches)):
+            s = self.streams[i]
+            s.wait_event(self.fork)
+            if i > 0:
+                self.wait_kernel.launch((1, 1, 1), [stages[i - 1].ticket, st.ticket, ctypes.c_ulonglong(tiles[i - 1]),
+                                                    ctypes.c_ulonglong(tiles[i])], s)
+            ln(s, st.args(cfg.custom_order), False)
+            self.done[i].record(s)
+        for e in self.done:
+            main.wait_event(e)
+
+
+def _ptr(t: torch.Tensor, offset_elems: int = 0) -> int:
+    return t.data_ptr() + offset_elems * t.element_size()
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    m = 0xFFFFFFFF
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & m
+
+
+def keep_mask(Z: int, S: int, Npad: int, seed: int, p: float, device="cuda") -> torch.Tensor:
+    """The kernel's dropout mask (softmax.cuh), bit for bit: [Z, S, Npad] bool."""
+    idx = torch.arange(Z * S * Npad, device=device, dtype=torch.int64) & 0xFFFFFFFF
+    x = (_mul32(idx, 0x9E3779B9) + seed) & 0xFFFFFFFF
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7feb352d)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846ca68b)
+    x = x ^ (x >> 16)
+    return (x >= int(p * 2 ** 32)).view(Z, S, Npad)
+
+
+def rel(a: torch.Tensor, ref: torch.Tensor) -> float:
+    a = a.float()
+    if not bool(torch.isfinite(a).all()):
+        return math.inf
+    n = float(torch.linalg.vector_norm(ref))
+    return float(torch.linalg.vector_norm(a - ref)) / (n if n > 0 else 1.0)
+
+
+class Attention:
+    """All five kernels of one shape, every generated policy combination in one module."""
+
+    def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT):
+        self.shape = sh = shape
+        self.dropout = dropout
+        self.compiled, self.ns = compile_dep(sh)
+        self.module = driver.Module(build.build(module_source(sh, debug), arch or driver.arch()))
+        k = self.module.kernel
+        self.k = {"qkv": k("attn_qkv", sh.gemm_threads, sh.gemm_smem), "pgemm": k("attn_pgemm", sh.gemm_threads, sh.gemm_smem),
+                  "softmax": k("attn_softmax", 256), "rv": k("attn_rv", 256),
+                  "out": k("attn_out", sh.gemm_threads, sh.gemm_smem), "out_R": k("attn_out_R", sh.gemm_threads, sh.gemm_smem)}
+        self.chain = MultiChain(5, k("cusync_wait_kernel", 1))
+        self.index = role_index(sh, self.compiled, self.ns)
+        self.policy_names = list(configs(self.compiled))
+        self.grids = sh.grids()
+        self.tiles = [math.prod(self.grids[g]) for g in ORDER]
+        self._stages = {None: self._make_stages(None)}
+        for name in self.policy_names:
+            self._stages[name] = self._make_stages(name)
+
+    def _make_stages(self, config):
+        sems = num_sems(self.compiled, config)
+        st = [Stage(g, i, sems[g]) for i, g in enumerate(ORDER)]
+        st[1].depends_on(st[0], 0, "g1 (QKV GeMM)")
+        st[2].depends_on(st[1], 0, "gP (P GeMM)")
+        st[3].depends_on(st[2], 0, "gR (softmax)")
+        st[3].depends_on(st[0], 1, "g1 (QKV GeMM)")
+        st[4].depends_on(st[3], 0, "gT (R V)")
+        return st
+
+    def policies_of(self, config: str) -> dict:
+        from cusyncgen.cuda.modules_attention import DEPS, POLICY_CONFIGS
+        return dict(zip(DEPS, POLICY_CONFIGS[config]))
+
+    # ---- buffers
+    def buffers(self, seed: int = 0, weights=None) -> dict:
+        sh = self.shape
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        dev, f16 = "cuda", torch.float16
+        rnd = lambda *s: torch.randn(*s, generator=g, device=dev, dtype=torch.float32)
+        if weights is None:
+            wqkv = (rnd(3 * sh.D, sh.H) / sh.H ** 0.5).to(f16)
+            wo = (rnd(sh.H, sh.D) / sh.D ** 0.5).to(f16)
+        else:
+            wqkv, wo = weights
+        x = rnd(sh.M, sh.H).to(f16)
+        cache = torch.zeros(sh.Npad * sh.B, 3 * sh.D, device=dev, dtype=f16)
+        if sh.Sp:
+            cache[: sh.Sp * sh.B] = rnd(sh.Sp * sh.B, 3 * sh.D).to(f16)
+        Z = sh.B * sh.NH
+        return {"x": x, "wqkv": wqkv, "wo": wo, "cache": cache, "cached": cache[: sh.Sp * sh.B].clone(),
+                "P": torch.empty(Z, sh.S, sh.Npad, device=dev, dtype=f16),
+                "R": torch.empty(Z, sh.S, sh.Npad, device=dev, dtype=f16),
+                "T": torch.empty(sh.M, sh.D, device=dev, dtype=f16),
+                "out": torch.empty(sh.M, sh.H, device=dev, dtype=f16),
+                "seed": 12345 + seed}
+
+    def poison(self, b: dict) -> None:
+        sh = self.shape
+        b["cache"][sh.Sp * sh.B: sh.L * sh.B].fill_(float("nan"))
+        for n in ("P", "R", "T", "out"):
+            b[n].fill_(float("nan"))
+        torch.cuda.synchronize()
+
+    # ---- launch
+    def run(self, stream, cfg: Config, b: dict) -> None:
+        sh = self.shape
+        which = self.index[cfg.policy]
+        stages = self._stages[cfg.policy]
+        ld3 = 3 * sh.D
+        geo = AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]),
+                      sh.B, sh.S, sh.Sp, sh.NH, DH, ld3, sh.Npad, sh.D)
+        a_qkv = driver.GemmArgs(A=_ptr(b["x"]), B=_ptr(b["wqkv"]), C=_ptr(b["cache"], sh.Sp * sh.B * ld3),
+                                M=sh.M, N=ld3, K=sh.H, lda=sh.H, ldb=sh.H, ldc=ld3, swiglu_offset=0)
+        a_p = driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=DH, lda=sh.B * ld3, ldb=sh.B * ld3,
+                              ldc=sh.Npad, swiglu_offset=0)
+        a_out = driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
+                                lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
+        sm = SoftmaxArgs(_ptr(b["P"]), _ptr(b["R"]), sh.S, sh.Npad, sh.L, 1.0 / math.sqrt(DH),
+                         int(self.dropout * 2 ** 32), 1.0 / (1.0 - self.dropout), b["seed"])
+        G = self.grids
+        kout = self.k["out_R" if cfg.reorder else "out"]
+        launches = [
+            lambda s, sa, pdl: self.k["qkv"].launch(G["g1"], [a_qkv, sa, which["qkv"], geo], s, pdl),
+            lambda s, sa, pdl: self.k["pgemm"].launch(G["gP"], [a_p, sa, which["pgemm"], geo], s, pdl),
+            lambda s, sa, pdl: self.k["softmax"].launch(G["gR"], [sm, sa, which["softmax"]], s, pdl),
+            lambda s, sa, pdl: self.k["rv"].launch(G["gT"], [geo, sa, which["rv"]], s, pdl),
+            lambda s, sa, pdl: kout.launch(G["g2"], [a_out, sa, which["out"], geo], s, pdl),
+        ]
+        self.chain.run(stream, cfg, stages, launches, self.tiles)
+
+    def check_stages(self) -> None:
+        for sts in self._stages.values():
+            for st in sts:
+                st.raise_if_timed_out()
+
+    def configs(self, reorder: bool = True) -> list[Config]:
+        out = [STREAM_SYNC, PDL_ALONE]
+        for p in self.policy_names:
+            for ordering in ("waitkernel", "pdl"):
+                for r in ((False, True) if reorder else (False,)):
+                    out.append(Config(p, ordering, True, r))
+        return out
+
+    # ---- float32 references
+    def _qkv_views(self, cache: torch.Tensor):
+        sh = self.shape
+        c = cache.float().view(sh.Npad, sh.B, 3, sh.NH, DH)
+        q = c[sh.Sp: sh.L, :, 0].permute(1, 2, 0, 3)   # [B, NH, S, Dh]
+        k = c[:, :, 1].permute(1, 2, 0, 3)             # [B, NH, Npad, Dh]
+        v = c[:, :, 2].permute(1, 2, 0, 3)
+        return q, k, v
+
+    def _softmax_ref(self, P: torch.Tensor, seed: int) -> torch.Tensor:
+        sh = self.shape
+        s = P.float() / math.sqrt(DH)
+        s[..., sh.L:] = -math.inf
+        r = torch.softmax(s, dim=-1)
+        if self.dropout:
+            r = r * keep_mask(sh.B * sh.NH, sh.S, sh.Npad, seed, self.dropout) / (1.0 - self.dropout)
+        return r
+
+    def check(self, b: dict) -> dict[str, float]:
+        """Relative errors: each kernel against float32 math on the fp16 inputs it read, and the
+        whole chain against float32 math from X (the kernels' fp16 intermediates excepted)."""
+        torch.cuda.synchronize()
+        sh = self.shape
+        Z = sh.B * sh.NH
+        errs = {}
+        new = b["cache"][sh.Sp * sh.B: sh.L * sh.B]
+        qkv_ref = b["x"].float() @ b["wqkv"].float().T
+        errs["g1"] = rel(new, qkv_ref)
+        q, k, v = self._qkv_views(b["cache"])
+        errs["gP"] = rel(b["P"], (q @ k.transpose(-1, -2)).reshape(Z, sh.S, sh.Npad))
+        errs["gR"] = rel(b["R"], self._softmax_ref(b["P"], b["seed"]))
+        t_ref = (b["R"].float().view(sh.B, sh.NH, sh.S, sh.Npad) @ v).permute(0, 2, 1, 3).reshape(sh.M, sh.D)
+        errs["gT"] = rel(b["T"], t_ref)
+        errs["g2"] = rel(b["out"], b["T"].float() @ b["wo"].float().T)
+        errs["chain"] = rel(b["out"], self.reference(b))
+        return errs
+
+    def reference(self, b: dict) -> torch.Tensor:
+        sh = self.shape
+        qkv = b["x"].float() @ b["wqkv"].float().T                      # [B*S, 3D] in (b, s) order
+        full = torch.zeros(sh.Npad * sh.B, 3 * sh.D, device="cuda")
+        full[: sh.Sp * sh.B] = b["cached"].float()
+        full[sh.Sp * sh.B: sh.L * sh.B] = qkv
+        q, k, v = self._qkv_views(full)
+        P = (q @ k.transpose(-1, -2)).reshape(sh.B * sh.NH, sh.S, sh.Npad)
+        R = self._softmax_ref(P, b["seed"]).view(sh.B, sh.NH, sh.S, sh.Npad)
+        T = (R @ v).permute(0, 2, 1, 3).reshape(sh.M, sh.D)
+        return T @ b["wo"].float().T
+
+    @staticmethod
+    def ok(errs: dict) -> bool:
+        return all(e < TOL_STAGE for n, e in errs.items() if n != "chain") and errs["chain"] < TOL_E2E
+
+    # ---- the same math in PyTorch (cuBLAS)
+    def torch_fn(self, b: dict, mask=None, sdpa: bool = False, dropout: float | None = None):
+        """The same math in PyTorch: dropout with torch's RNG (timing), with `mask` (the kernel's,
+        for checking), or none (dropout=0)."""
+        sh = self.shape
+        x, wqkv, wo = b["x"], b["wqkv"], b["wo"]
+        cache = b["cache"].clone()
+        c3 = cache.view(sh.Npad, sh.B, 3 * sh.D)
+        p_drop = self.dropout if dropout is None else dropout
+
+        def fn():
+            qkv = x @ wqkv.T                                              # [B*S, 3D]
+            if sh.prompt:
+                kv = qkv.view(sh.S, 3, sh.NH, DH).permute(1, 2, 0, 3)     # [3, NH, S, Dh]
+                q, k, v = kv[0], kv[1], kv[2]
+            else:
+                c3[sh.Sp] = qkv
+                kv = c3[: sh.L].view(sh.L, sh.B, 3, sh.NH, DH)
+                k = kv[:, :, 1].permute(1, 2, 0, 3)
+                v = kv[:, :, 2].permute(1, 2, 0, 3)
+                q = qkv.view(sh.B, 3, sh.NH, DH)[:, 0].unsqueeze(2)
+            if sdpa:
+                t = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p_drop)
+            else:
+                r = torch.softmax((q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(DH)), dim=-1)
+                if mask is not None:
+                    r = r * mask / (1.0 - p_drop)
+                elif p_drop:
+                    r = torch.nn.functional.dropout(r, p_drop, training=True)
+                t = r @ v
+            t = t.transpose(-3, -2).reshape(sh.M, sh.D) if sh.prompt else t.reshape(sh.M, sh.D)
+            return t @ wo.T
+        return fn
+
+    def flops_bytes(self) -> tuple[float, float]:
+        sh = self.shape
+        Z = sh.B * sh.NH
+        flops = 2 * sh.M * sh.H * 3 * sh.D + 4 * Z * sh.S * sh.L * DH + 2 * sh.M * sh.D * sh.H
+        byts = 2 * (4 * sh.D * sh.H + sh.M * sh.H * 2 + 2 * sh.B * sh.L * sh.D + 4 * Z * sh.S * sh.L + 2 * sh.M * sh.D)
+        return flops, byts
+
+
+def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None):
+    from cusyncgen.cuda import baselines, timing
+    att = Attention(shape)
+    sets = [att.buffers(seed=seed + s) for s in range(3)]
+    rows, base = [], None
+    for cfg in att.configs():
+        b = sets[0]
+        att.poison(b)
+        att.run(stream, cfg, b)
+        stream.synchronize()
+        errs = att.check(b)
+        graphs = [timing.capture(lambda s, bb=bb: att.run(s, cfg, bb), stream) for bb in sets]
+        t = timing.median(timing.time_graphs(graphs, stream, iters=iters))
+        del graphs
+        base = base or t
+        row = {"model": shape.label, "M": shape.size, "config": cfg.name, "time_us": round(t, 2),
+               "speedup_vs_streamsync": round(base / t, 4), "correct": att.ok(errs), "rel_err": errs["chain"],
+               "kernel_errs": {k: float(f"{v:.3g}") for k, v in errs.items()}, "B": shape.B, "S": shape.S, "Sp": shape.Sp}
+        if cfg.policy:
+            row["policies"] = att.policies_of(cfg.policy)
+        rows.append(row)
+    att.check_stages()
+    b = sets[0]
+    ref = att.reference(b)
+    mask = keep_mask(shape.B * shape.NH, shape.S, shape.Npad, b["seed"], att.dropout)[..., : shape.L]
+    mask = mask.reshape(shape.B, shape.NH, shape.S, shape.L).half()
+    if shape.prompt:
+        mask = mask[0]
+    terr = {"cuBLAS": rel(att.torch_fn(b, mask=mask)(), ref)}
+    drop, att.dropout = att.dropout, 0.0          # SDPA has its own dropout RNG: check it without
+    terr["SDPA"] = rel(att.torch_fn(b, sdpa=True)(), att.reference(b))
+    att.dropout = drop
+    for name, sdpa in (("cuBLAS", False), ("SDPA", True)):
+        fn = att.torch_fn(b, sdpa=sdpa)
+        for suffix, timer in (("", baselines.time_eager), ("+graph", baselines.graph_time)):
+            try:
+                t = timer(fn, iters)
+            except Exception as exc:  # e.g. a kernel that cannot be captured
+                print(f"{name}{suffix} failed: {exc}", file=sys.stderr)
+                continue
+            rows.append({"model": shape.label, "M": shape.size, "config": name + suffix, "time_us": round(t, 2),
+                         "speedup_vs_streamsync": round(base / t, 4),
+                         "correct": terr[name] < TOL_E2E, "rel_err": terr[name],
+                         "B": shape.B, "S": shape.S, "Sp": shape.Sp})
+    if ceil:
+        flops, byts = att.flops_bytes()
+        floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
+        rows.append({"model": shape.label, "M": shape.size, "config": "floor", "time_us": round(floor, 2),
+                     "speedup_vs_streamsync": round(base / floor, 4), "correct": True, "rel_err": 0.0})
+    return rows
+
+
+def bench(models=None, sweep=None, iters: int = 30) -> dict:
+    """Every shape of the sweep (B*S for prompt processing, B for generation), every configuration."""
+    from cusyncgen.cuda import baselines
+    models = models.split(",") if isinstance(models, str) else models
+    shapes = [s for s in bench_shapes(models) if sweep is None or s.size in sweep]
+    ceil = baselines.ceilings()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    rows = []
+    for i, sh in enumerate(shapes):
+        t0 = time.time()
+        try:
+            point = measure_point(sh, iters, stream, seed=100 * i, ceil=ceil)
+        except Exception as exc:
+            print(f"[{i + 1}/{len(shapes)}] {sh.label} M={sh.size}: FAILED {exc.__class__.__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+            raise
+        rows += point
+        cus = [r for r in point if "policies" in r and r["correct"]]
+        best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None
+        tb = {r["config"]: r["time_us"] for r in point}
+        print(f"[{i + 1}/{len(shapes)}] {sh.label} M={sh.size}: StreamSync {point[0]['time_us']:.1f} us, "
+              f"PDL {tb.get('PDL', 0):.1f}, best {best['config'] if best else None} "
+              f"{best['time_us'] if best else 0:.1f} us ({best['speedup_vs_streamsync'] if best else 0:.3f}x), "
+              f"cuBLAS+graph {tb.get('cuBLAS+graph', 0):.1f}, SDPA+graph {tb.get('SDPA+graph', 0):.1f}, "
+              f"all correct {all(r['correct'] for r in point)} [{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
+        partial = os.environ.get("CUSYNCGEN_PARTIAL")
+        if partial:  # a crash or a hang later still leaves the points measured so far
+            with open(partial, "w") as f:
+                json.dump({"device": driver.device_name(), "workload": "attention", "rows": rows}, f)
+        cupy.get_default_memory_pool().free_all_blocks()
+        torch.cuda.empty_cache()
+    return {"device": driver.device_name(), "workload": "attention", "ceilings": ceil, "rows": rows}
