@@ -30,7 +30,8 @@ def _chain(model, layer, batch):
 @pytest.mark.parametrize("model,layer,batch", TEST_POINTS)
 def test_every_policy_and_option_matches_the_reference(model, layer, batch):
     chain = _chain(model, layer, batch)
-    assert set(chain.policy_names) == {"Conv2DTileSync", "RowSync"}
+    # with one channel tile (64 channels) RowSync is the same map as Conv2DTileSync: one policy
+    assert set(chain.policy_names) == ({"Conv2DTileSync"} if chain.grid[0] == 1 else {"Conv2DTileSync", "RowSync"})
     stream = cupy.cuda.Stream(non_blocking=True)
     failures = []
     for seed, cfg in enumerate(chain.configs()):

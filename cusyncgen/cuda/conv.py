@@ -54,7 +54,7 @@ class ConvChain:
         src, policies = module_source(self.model, self.layer, self.batch, self.tiles, self.debug)
         self.module = driver.Module(build.build(src, self.arch or driver.arch()))
         t = self.tiles
-        k = lambda name: self.module.kernel(name, t.threads, t.smem)
+        k = lambda name: _opt_in_smem(self.module.kernel(name, t.threads, t.smem))
         self.plain_kernel = k("conv_plain")
         self.kernels = {label: [k(f"conv{i + 1}_{name}") for i in range(self.n)] for label, name, _ in policies}
         self.wait_kernel = self.module.kernel("cusync_wait_kernel", 1)
@@ -174,6 +174,13 @@ class ConvChain:
             outs.append(cupy.from_dlpack(h.permute(0, 2, 3, 1).contiguous()))
             h = h.half().float()
         return outs
+
+
+def _opt_in_smem(kernel):
+    """48 KB of dynamic shared memory plus the stage's static ticket slot is over the default
+    limit: raise the kernel's limit whatever the size (driver.Module does so only above 48 KB)."""
+    kernel.function.max_dynamic_shared_size_bytes = kernel.smem
+    return kernel
 
 
 def stream_priority_range() -> tuple[int, int]:
