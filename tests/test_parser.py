@@ -136,3 +136,33 @@ def test_garbage_only_raises_cusync_error(parts):
 def test_parse_error_kind():
     with pytest.raises(ParseError):
         parse("Grid g1(x, y, 4, 4)")
+
+
+_EXAMPLE_TEXTS = [p.read_text().replace("Param B, S;", "Param B = 2, S = 128;") for p in
+                  sorted((__import__("pathlib").Path(__file__).resolve().parent.parent
+                          / "examples").glob("*.dep"))]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_EXAMPLE_TEXTS) if _EXAMPLE_TEXTS else st.just(NORMATIVE),
+       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.sampled_from(TOKENS)),
+                min_size=1, max_size=4))
+def test_mutated_examples_only_raise_cusync_error(text, edits):
+    """Programs that are almost right reach the analysis with odd shapes."""
+    import re
+
+    toks = re.findall(r"\w+|\S", text)
+    for pos, op, tok in edits:
+        i = pos % (len(toks) + 1)
+        if op == 0 and i < len(toks):
+            del toks[i]
+        elif op == 1:
+            toks.insert(i, tok)
+        elif op == 2 and i < len(toks):
+            toks[i] = tok
+        elif i < len(toks):
+            toks.insert(i, toks[i])
+    try:
+        cusyncgen.compile(" ".join(toks), name="m.dep")
+    except CusyncError:
+        pass
