@@ -474,20 +474,25 @@ class Analyzer:
             raise KindError(f"the consumer of Dep '{st.name}' must be a single tile, not a "
                             f"ForAll", st.consumer.tiles[0].span)
         declared = [d for d in cgrid.dims if d]
+        last = max(a for a in range(3) if cgrid.dims[a]) + 1 if declared else 0
+        shape = [cgrid.dims[a] or "0" for a in range(last)]  # e.g. Tile(x, y) or Tile(0, y)
         for i, e in enumerate(ctile.indices):
-            want = self.dims[i] if i < len(self.dims) else None
-            if not (isinstance(e, S.Name) and e.name == want and want in cgrid.dims):
+            want = shape[i] if i < last else "0"
+            ok = (isinstance(e, S.Name) and e.name == want) or \
+                (want == "0" and isinstance(e, S.Num) and e.value == 0)
+            if not ok:
                 if isinstance(e, S.Name) and self.syms.get(e.name, _Sym("", None)).kind == "dim" \
                         and e.name not in cgrid.dims:
                     raise DimNotInGridError(f"dim '{e.name}' is not a dim of grid "
                                             f"'{cgrid.name}' (its dims: {', '.join(declared)})",
                                             e.span)
+                what = "0" if want == "0" else f"the dim '{want}'"
                 raise KindError(f"the consumer tile of Dep '{st.name}' must be "
-                                f"Tile({', '.join(declared)}): index {i + 1} must be the dim "
-                                f"'{want}' of grid '{cgrid.name}'", e.span)
-        if len(ctile.indices) < len(declared):
+                                f"Tile({', '.join(shape)}): index {i + 1} must be {what} of grid "
+                                f"'{cgrid.name}'".replace("be 0 of grid", "be 0 in grid"), e.span)
+        if len(ctile.indices) < last:
             raise ArityError(f"the consumer tile of Dep '{st.name}' must index every dim of "
-                             f"grid '{cgrid.name}': Tile({', '.join(declared)})", ctile.span)
+                             f"grid '{cgrid.name}': Tile({', '.join(shape)})", ctile.span)
         env = {d: "c." + AXES[a] for a, d in enumerate(cgrid.dims) if d}
         cbox = {"c." + AXES[a]: (0, cgrid.extent[a] - 1) for a in range(3)}
         merged: dict = {}
