@@ -4,8 +4,8 @@ Resolves names and Params, evaluates grid extents, turns every producer tile ind
 quasi-affine form (integer-linear terms plus floor division / modulo by positive constants),
 proves by interval reasoning that it stays inside the producer grid for every consumer tile (no
 enumeration, so a million-tile grid costs nothing), and derives the tile orders and the candidate
-synchronization policies of the paper's section V. This is the only module that imports sympy
-(used to print index expressions in canonical form in messages).
+synchronization policies of the paper's section V. This is the only module that imports sympy: it
+prints an index with its Params substituted and simplified in out-of-bounds messages.
 """
 
 from __future__ import annotations
@@ -162,18 +162,24 @@ def to_ir(a: Aff, box: dict) -> ir.Expr:
     return parts[0] if len(parts) == 1 else ir.Add(tuple(parts))
 
 
-def to_sympy(a: Aff):
-    """Canonical sympy form, for messages only."""
+def to_sympy(a: Aff, names: dict):
+    """``a`` as a sympy expression over the user's dim names (``names``: variable -> name)."""
     e = sympy.Integer(a.const)
     for atom, c in a.terms:
         if atom[0] == "v":
-            t = sympy.Symbol(atom[1].replace("c.", ""), integer=True)
+            t = sympy.Symbol(names.get(atom[1], atom[1]), integer=True)
         elif atom[0] == "div":
-            t = sympy.floor(to_sympy(atom[1]) / atom[2])
+            t = sympy.floor(to_sympy(atom[1], names) / atom[2])
         else:
-            t = sympy.Mod(to_sympy(atom[1]), atom[2])
+            t = sympy.Mod(to_sympy(atom[1], names), atom[2])
         e += c * t
     return e
+
+
+def concrete_text(a: Aff, names: dict) -> str:
+    """The index with every Param substituted, simplified by sympy: what the bounds were
+    checked on (``x+H/(8*TileN)`` is ``x + 12``)."""
+    return str(to_sympy(a, names))
 
 
 # ---- the analyzer -------------------------------------------------------------------------------
@@ -579,8 +585,14 @@ class Analyzer:
                           if lp.var in witness)
         extra = f" with {loops}" if loops else ""
         bound = f"{pgrid.name}.{dim}" if dim else f"the extent of {pgrid.name}"
+        names = {"c." + AXES[i]: d for i, d in enumerate(cgrid.dims) if d}
+        names.update({lp.var: lp.dim for lp in site.loops})
+        text, concrete = S.unparse_expr(e), concrete_text(aff, names)
+        desc = f"'{text}'"
+        if concrete.replace(" ", "") != text.replace(" ", ""):
+            desc += f" (= {concrete})"
         raise OutOfBoundsError(
-            f"producer tile index '{S.unparse_expr(e)}' is {value} for consumer tile {at}{extra}, "
+            f"producer tile index {desc} is {value} for consumer tile {at}{extra}, "
             f"outside grid '{pgrid.name}' ({bound} = {E}, valid 0..{E - 1}); over all consumer "
             f"tiles it ranges over [{lo}, {hi}]", e.span)
 

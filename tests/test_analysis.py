@@ -226,6 +226,17 @@ def test_extra_dims_are_forall_variables_and_strided_pairs_interleave():
     assert [p.name for p in prog.policies] == ["TileSync", "StridedSync", "RowSync"]
 
 
+def test_user_dim_names_and_grids_that_skip_an_axis():
+    text = """Dim m, n; Grid a(n, 4); Grid b(m, n, 3, 4);
+    Dep d({a, Tile(0, n)}, {b, ForAll(Tile(m, n), m, Range(b.m))});"""
+    prog = cusyncgen.compile(text).program
+    assert prog.grid("a").extent == (1, 4, 1)
+    assert prog.waits("d", "b", (0, 2, 0)) == [(0, 2, 0), (1, 2, 0), (2, 2, 0)]
+    assert check.problems(prog) == []
+    with pytest.raises(CusyncError, match=r"must be Tile\(0, n\)"):
+        cusyncgen.compile(text.replace("{a, Tile(0, n)}", "{a, Tile(n)}"))
+
+
 def test_order_ir_matches_design_formula():
     o = ir.OrderIR("g", "x", 3, 2, (6, 2, 1))
     for r in range(6):

@@ -21,6 +21,7 @@ KINDS = {
     "not_affine_zero_divisor": E.NotAffineError, "dim_not_in_grid": E.DimNotInGridError,
     "producer_lacks_dim": E.DimNotInGridError, "out_of_bounds": E.OutOfBoundsError,
     "out_of_bounds_forall": E.OutOfBoundsError, "out_of_bounds_quasi_affine": E.OutOfBoundsError,
+    "out_of_bounds_params": E.OutOfBoundsError,
     "cyclic": E.CyclicDependencyError, "self_dependency": E.CyclicDependencyError,
     "kind_error": E.KindError, "empty_range": E.ValueRangeError, "zero_extent": E.ValueRangeError,
     "division_by_zero": E.ValueRangeError, "grid_arity": E.ArityError,
