@@ -561,7 +561,7 @@ class Analyzer:
                 witness[atom[1]] = vhi if (c > 0) == want_max else vlo
             value = hi if want_max else lo
         else:
-            names = sorted(box)
+            names = sorted(_variables(aff))  # only what the index depends on is enumerated
             sizes = [box[n][1] - box[n][0] + 1 for n in names]
             if math.prod(sizes) > ENUMERATION_LIMIT:
                 raise OutOfBoundsError(
@@ -733,6 +733,13 @@ class Analyzer:
                     a, s = st
                     chosen[p.grid] = ir.OrderIR(g.name, AXES[a], s, g.extent[a] // s, g.extent)
         return tuple(chosen.get(g.name, ir.OrderIR(g.name, extent=g.extent)) for g in self.grids.values())
+
+
+def _variables(a: Aff) -> set:
+    out = set()
+    for atom, _ in a.terms:
+        out |= {atom[1]} if atom[0] == "v" else _variables(atom[1])
+    return out
 
 
 def _walk(e: ir.Expr):

@@ -118,7 +118,10 @@ def test_loose_interval_falls_back_to_enumeration_on_small_grids():
     Dep d({c, Tile(x, y)}, {p, Tile(x - 2*(x/2), y)});"""
     prog = cusyncgen.compile(text).program  # x%2 written the long way: [-30, 31] by intervals
     assert check.problems(prog) == []
-    big = text.replace("32, 4);", "4000, 4000);").replace("(x, y, 2, 4)", "(x, y, 2, 4000)")
+    # only the dims the index uses are enumerated: 4000 values of x, not 4000 * 4000 tiles
+    wide = text.replace("32, 4);", "4000, 4000);").replace("(x, y, 2, 4)", "(x, y, 2, 4000)")
+    assert cusyncgen.compile(wide).program.grid("c").num_tiles == 16 * 10**6
+    big = wide.replace("x - 2*(x/2)", "x + y - 2*((x + y)/2)")
     with pytest.raises(OutOfBoundsError, match="cannot prove"):
         cusyncgen.compile(big)
 
