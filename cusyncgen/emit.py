@@ -198,7 +198,8 @@ def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
         branches.append({"end": off, "lines": lines, "comment": ts.text,
                          "tile": ", ".join(cxx(e) for e in ts.index)})
     return {"struct": f"{dep.name}_{prod.grid}_waits", "producer": prod.grid,
-            "count": prod.count, "branches": branches}
+            "count": prod.count, "branches": branches,
+            "count_text": "1 tile" if prod.count == 1 else f"{prod.count} tiles"}
 
 
 def header(program: ir.ProgramIR, namespace: str | None = None) -> str:

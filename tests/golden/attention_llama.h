@@ -173,7 +173,7 @@ struct depTR1_g1_RowSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 24; }
 };
-// the 1 tiles of gR one gT tile c waits on, in order
+// the 1 tile of gR one gT tile c waits on, in order
 struct depTR1_gR_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {

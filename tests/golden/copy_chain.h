@@ -49,7 +49,7 @@ struct dep_g1_RowSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return 0; }
   CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1056; }
 };
-// the 1 tiles of g1 one g2 tile c waits on, in order
+// the 1 tile of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
