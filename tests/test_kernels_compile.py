@@ -53,7 +53,7 @@ def test_gemm_kernels_compile(toolchain, arch, tmp_path):
     assert out.stat().st_size > 0
     report = res.stdout + res.stderr
     kernels = re.findall(r"Compiling entry function '(\w+)'", report)
-    assert len(kernels) >= 4, report
+    assert len(kernels) >= 6, report
     # Spills cost a few bytes at most on the 128x128 4-warp tiles (255 registers); a large spill
     # means a register array went to local memory.
     for spill in re.findall(r"(\d+) bytes spill stores", report):

@@ -3,17 +3,25 @@
 //   C[M,N] = Epilogue(A'[M,K] . B[N,K]^T)       fp16 in, fp32 accumulate, fp16 out
 //
 // A row-major [M, K] (lda), B row-major [N, K] (ldb, the nn.Linear weight layout: a "TN" GeMM,
-// both operands K-major), C row-major [M, N] (ldc).  A' is A, or with SwiGLU = true
+// both operands K-major), C row-major [M, N] (ldc).  A' is A (SwiGLU = 0), or with SwiGLU != 0
 // A'[m, k] = silu(A[m, k]) * A[m, k + F], F = args.swiglu_offset (A is then the [M, 2F] output of
-// the fused [W1|V] GeMM and K = F).  Any M (rows >= M are zero-filled on load and never stored),
+// the fused [W1|V] GeMM and K = F; lda >= 2F).  Both A k-blocks go through the cp.async pipeline;
+// silu(g) * u is computed as 0.5 g (1 + tanh(g / 2)) u with tanh.approx and rounded once to fp16:
+//   SwiGLU = 1: on the register fragments after ldmatrix, fp32 math;
+//   SwiGLU = 2: same, half2 math (tanh.approx.f16x2: half the MUFU work, rel. err ~4e-4 vs 3e-4);
+//   SwiGLU = 3: once per k-tile in shared memory, fp32 math (each element once per block instead
+//               of once per warp column; best with BN = 256 at large M).
+// Epilogues (fp32, before the fp16 store): EpiIdentity, EpiGeluTanh (tanh approximation, as
+// GPT-2/3), EpiGeluErf (exact erf form).  Any M (rows >= M are zero-filled on load and never stored),
 // N % BN == 0, K % BK == 0 (and F % BK == 0), checked on the device (printf + trap) and by
 // cusync_kernels::gemm_args_error() on the host.
 //
 // Machinery: SM80_16x8x16_F32F16F16F32_TN mma.sync TiledMMA, cp.async (16 B, .cg, zero-fill)
 // global->shared copies through a Stages-deep pipeline, ldmatrix (SM75_U32x4_LDSM_N) shared->register
 // copies, Swizzle<3,3,3> / Swizzle<2,3,3> shared layouts.  It compiles for sm_80 and sm_90 and runs
-// on Hopper, but does not use wgmma / TMA (the sm_90a path): on an H100 it reaches a fraction of
-// cuBLAS at large M (see tests/cuda_src/README.md for measured numbers).
+// on Hopper, but does not use wgmma / TMA (the sm_90a path, out of scope): on an H200 it runs at
+// about half of cuBLAS's throughput for M >= 256 (~390 TF/s) and within 4-35% of it at M <= 64
+// (see tests/cuda_src/README.md for the measured numbers and the recommended tiles per M).
 //
 // CuSync hooks (Stage: a struct passed by value, see runtime_cuda/cusync/stage.h), called by all
 // threads of the block:
@@ -32,7 +40,7 @@
 //   extern "C" __global__ void name(cusync_kernels::GemmArgs args, StageType stage);
 //   extern "C" __device__ int name_threads, name_smem;   (block size, dynamic smem bytes)
 // Launch with grid (N/BN, cdiv(M,BM), 1), block (WARPS_M*WARPS_N*32), dynamic shared memory
-//   smem = STAGES * (BM*BK*(SwiGLU ? 2 : 1) + BN*BK) * 2 bytes
+//   smem = STAGES * (BM*BK*(SwiGLU != 0 ? 2 : 1) + BN*BK) * 2 bytes
 // (cusync_kernels::GemmConfig<...>::kThreads / kSmemBytes on the host); above 48 KB raise the
 // kernel's cudaFuncAttributeMaxDynamicSharedMemorySize (CuPy: max_dynamic_shared_size_bytes).
 // StageType must be a single token (use a typedef/using for template stage types).
