@@ -23,6 +23,9 @@
 // on (a chain's first Conv2D has no producer), kConvReorder issues the weight k-block's cp.async
 // before the wait (the paper's optimization R). The producer is a Conv2D of this kind with channel
 // tile ProdBN and the same BM, so its pixel tile py holds the same pixels.
+// Lines this kernel needs for CuSync (the paper's Table III), of 222 lines of code: about 32:
+// start 1, wait_a 16 (the halo's pixel-tile range and the waited-once mask), the reorder
+// branch 6, post 1, flags / stage parameter / kernel ABI 8.
 #pragma once
 
 #include <cuda_fp16.h>
