@@ -58,3 +58,74 @@ def test_gemm_kernels_compile(toolchain, arch, tmp_path):
     # means a register array went to local memory.
     for spill in re.findall(r"(\d+) bytes spill stores", report):
         assert int(spill) <= 64, report
+
+
+def _nvrtc_lib():
+    """libnvrtc from the nvidia-cuda-nvrtc wheel (found without importing it) or the loader path."""
+    import ctypes
+    import ctypes.util
+
+    cands = []
+    for mod in ("nvidia.cu13", "nvidia.cuda_nvrtc"):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            for loc in spec.submodule_search_locations:
+                cands += sorted(Path(loc).glob("lib/libnvrtc.so*"))
+    found = ctypes.util.find_library("nvrtc")
+    if found:
+        cands.append(found)
+    for c in cands:
+        if "builtins" in str(c):
+            continue
+        try:
+            return ctypes.CDLL(str(c))
+        except OSError:
+            continue
+    return None
+
+
+def _cuda_include():
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(os.path.realpath(nvcc)).parent.parent))
+    roots.append("/usr/local/cuda")
+    for r in roots:
+        if r and (Path(r) / "include" / "cuda_fp16.h").is_file():
+            return Path(r) / "include"
+    return None
+
+
+def test_gemm_kernel_compiles_under_nvrtc():
+    """The Python side compiles kernels with NVRTC (CuPy RawModule): the GeMM header must too."""
+    import ctypes
+
+    lib = _nvrtc_lib()
+    if lib is None:
+        pytest.skip("libnvrtc not found (pip install nvidia-cuda-nvrtc)")
+    inc, cuda_inc = cutlass_include(), _cuda_include()
+    if inc is None or cuda_inc is None:
+        pytest.skip("CUTLASS headers or the CUDA include directory (cuda_fp16.h) not found")
+    src = (
+        b"#include <kernels/gemm.cuh>\n"
+        b"CUSYNC_GEMM_KERNEL(k_gelu, 64, 64, 64, 5, 2, 2, cusync_kernels::EpiGeluTanh, 0, true, 64, "
+        b"cusync_kernels::NoStage)\n"
+    )
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"gemm_nvrtc.cu", 0, None, None) == 0
+    opts = [b"-std=c++17", b"--gpu-architecture=sm_90", b"-default-device",
+            b"-I" + str(ROOT / "runtime_cuda").encode(), b"-I" + str(inc).encode(),
+            b"-I" + str(cuda_inc).encode()]
+    if (cuda_inc / "cccl").is_dir():
+        opts.append(b"-I" + str(cuda_inc / "cccl").encode())
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    assert rc == 0, log.value.decode(errors="replace")

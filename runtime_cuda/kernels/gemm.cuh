@@ -120,7 +120,7 @@ struct GemmConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB limit of sm_90");
 
   // Swizzled K-major shared layouts (the CUTLASS SM80 TN defaults).
-  using SmemAtom = std::conditional_t<
+  using SmemAtom = cute::conditional_t<
       BK == 64,
       decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
                                  cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{})),
