@@ -18,6 +18,7 @@ from typing import Callable
 
 import cupy
 
+from cusyncgen.cuda import driver
 from cusyncgen.cuda.stages import Stage
 
 
@@ -47,7 +48,7 @@ class Chain:
     """Streams and events for one producer -> consumer pair (allocated once, reused)."""
 
     def __init__(self, wait_kernel=None):
-        lo, hi = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+        lo, hi = driver.stream_priority_range()
         # The producer gets the higher priority so its blocks are dispatched first.
         self.s_prod = cupy.cuda.Stream(non_blocking=True, priority=hi)
         self.s_cons = cupy.cuda.Stream(non_blocking=True, priority=lo)

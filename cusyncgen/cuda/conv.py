@@ -66,7 +66,7 @@ class ConvChain:
             for i in range(1, self.n):
                 stages[i].depends_on(stages[i - 1], 0, f"conv{i}")
             self._stages[label] = stages
-        lo, hi = stream_priority_range()
+        lo, hi = driver.stream_priority_range()
         # Earlier Conv2Ds get higher priority (numerically lower), so their blocks dispatch first.
         self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(lo, hi + i)) for i in range(self.n)]
         self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(self.n + 1)]
@@ -181,14 +181,6 @@ def _opt_in_smem(kernel):
     limit: raise the kernel's limit whatever the size (driver.Module does so only above 48 KB)."""
     kernel.function.max_dynamic_shared_size_bytes = kernel.smem
     return kernel
-
-
-def stream_priority_range() -> tuple[int, int]:
-    """(least, greatest) stream priority: CuPy's runtime module lacks the call, the driver has it."""
-    driver._init()
-    err, least, greatest = driver._cu.cuCtxGetStreamPriorityRange()
-    driver.check((err,))
-    return int(least), int(greatest)
 
 
 def rel_err(ys, refs) -> float:

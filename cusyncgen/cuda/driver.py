@@ -89,7 +89,9 @@ class Module:
             fn = self._module.get_function(name)
         except Exception as exc:  # CuPy raises its own CUDADriverError
             raise BuildError(f"kernel {name!r} is not in {self.path.name}: {exc}") from None
-        if smem > 48 * 1024:
+        if smem > 0:
+            # Always raise the opt-in limit: the kernel's static shared memory (the stage's ticket
+            # slot) counts against the same 48 KB default as the dynamic part.
             fn.max_dynamic_shared_size_bytes = smem
         return Kernel(fn, name, threads, smem)
 
@@ -136,6 +138,14 @@ def launch(function, grid, block, smem: int, stream, args, pdl: bool = False) ->
     packed = [_pack(a) for a in args]
     params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(p) for p in packed])
     check(_cu.cuLaunchKernelEx(cfg, _cu.CUfunction(_function_ptr(function)), ctypes.addressof(params), 0))
+
+
+def stream_priority_range() -> tuple[int, int]:
+    """(least, greatest) stream priority of the current context (CuPy 14 has no wrapper)."""
+    _init()
+    err, least, greatest = _cu.cuCtxGetStreamPriorityRange()
+    check(err)
+    return int(least), int(greatest)
 
 
 def device_name() -> str:
