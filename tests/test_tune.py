@@ -7,14 +7,16 @@ import subprocess
 import pytest
 
 from cusyncgen.cuda import tune
-from cusyncgen.cuda.modules import Tiles
+from dataclasses import asdict
 
-T64 = dict(BM=64, BN=128, BK=64, stages=4, warps_m=2, warps_n=2)
-T128 = dict(BM=128, BN=128, BK=32, stages=4, warps_m=2, warps_n=4)
+from cusyncgen.cuda.modules import default_tiles
+
+T64 = asdict(default_tiles("gpt3", 1))
+T128 = asdict(default_tiles("gpt3", 4096))
 
 
 def _choice(model, M, config, tiles, speedup, predicted):
-    return {"model": model, "M": M, "config": config, "tiles": Tiles(**tiles).label, "tile_cfg": tiles,
+    return {"model": model, "M": M, "config": config, "tiles": tune.tiles_from_dict(tiles).label, "tile_cfg": tiles,
             "time_us": 100.0 / speedup, "streamsync_us": 100.0, "speedup_vs_streamsync": speedup,
             "predicted": {"policy": predicted, "speedup": 1.0}, "measured_family": tune.family(config),
             "prediction_matches": predicted == tune.family(config), "candidates": 10}
@@ -32,7 +34,7 @@ def test_select_takes_the_smallest_tuned_size_at_or_above_m(tmp_path):
     path.write_text(json.dumps(RESULT))
     table = tune.load_dispatch(path)
     assert tune.select(table, "gpt3", 1)[0] == "TileSync+PDL+R"
-    assert tune.select(table, "gpt3", 2) == ("RowSync+PDL", Tiles(**T128))
+    assert tune.select(table, "gpt3", 2) == ("RowSync+PDL", default_tiles("gpt3", 4096))
     assert tune.select(table, "gpt3", 256)[0] == "RowSync+PDL"
     assert tune.select(table, "gpt3", 100000)[0] == "StreamSync"
 

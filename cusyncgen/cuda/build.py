@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -62,13 +63,24 @@ def nvcc_version(nvcc: str = "nvcc") -> str:
     return out.stdout.strip().splitlines()[-1] if out.stdout else "unknown"
 
 
-@lru_cache(maxsize=None)
-def _headers_digest(root: str) -> str:
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:cusync|kernels)/[^>"]+)[>"]', re.M)
+
+
+def _headers_digest(root: Path, text: str) -> str:
+    """The runtime headers (always) and every runtime_cuda header the source or they include."""
     h = hashlib.sha256()
-    for path in sorted(Path(root).rglob("*")):
-        if path.is_file() and path.suffix in (".h", ".cuh", ".hpp"):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
+    todo = [str(p.relative_to(root)) for p in sorted((root / "cusync").glob("*.h"))] + _INCLUDE.findall(text)
+    seen = set()
+    while todo:
+        rel = todo.pop()
+        path = root / rel
+        if rel in seen or not path.is_file():
+            continue
+        seen.add(rel)
+        body = path.read_bytes()
+        h.update(rel.encode())
+        h.update(body)
+        todo += _INCLUDE.findall(body.decode(errors="replace"))
     return h.hexdigest()
 
 
@@ -97,7 +109,7 @@ def build(source: Source, arch: str = DEFAULT_ARCH, nvcc: str = "nvcc") -> Path:
     cutlass = cutlass_include_dir()
     key = hashlib.sha256()
     for part in (source.text, repr(source.headers), repr(source.defines), arch, nvcc_version(nvcc),
-                 _headers_digest(str(runtime)), str(cutlass is not None)):
+                 _headers_digest(runtime, source.text), str(cutlass is not None)):
         key.update(part.encode())
     digest = key.hexdigest()[:24]
     out = cache_dir() / f"{source.name}-{digest}.cubin"

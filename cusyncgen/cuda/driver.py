@@ -84,6 +84,12 @@ class Module:
         self.path = Path(cubin)
         self._module = cupy.RawModule(path=str(cubin))
 
+    def constant_int(self, name: str) -> int:
+        """The value of an `extern "C" __device__ const int NAME` of the module."""
+        ptr = self._module.get_global(name)
+        buf = cupy.ndarray((1,), dtype=cupy.int32, memptr=ptr)
+        return int(buf.get()[0])
+
     def kernel(self, name: str, threads: int, smem: int = 0) -> Kernel:
         try:
             fn = self._module.get_function(name)

@@ -16,7 +16,7 @@ import cupy
 
 from cusyncgen.cuda import build, driver
 from cusyncgen.cuda.chain import Chain, Config
-from cusyncgen.cuda.modules import MODELS, Tiles, default_tiles, module_source  # noqa: F401
+from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles, module_source  # noqa: F401
 from cusyncgen.cuda.stages import Stage
 
 
@@ -26,7 +26,7 @@ class MLP:
 
     model_name: str
     M: int
-    tiles: Tiles | None = None
+    tiles: MlpTiles | None = None
     debug: bool = False
     arch: str | None = None
     _stages: dict = field(default_factory=dict, repr=False)
@@ -36,20 +36,26 @@ class MLP:
         self.tiles = self.tiles or default_tiles(self.model_name, self.M)
         src, self.policies = module_source(self.model, self.M, self.tiles, self.debug)
         self.module = driver.Module(build.build(src, self.arch or driver.arch()))
-        t = self.tiles
-        k = lambda name, swiglu: self.module.kernel(name, t.threads, t.smem(swiglu))
-        self.kernels = {None: (k("gemm1_plain", False), k("gemm2_plain", self.model.swiglu), None)}
+        self.kernels = {None: (self._kernel("gemm1_plain"), self._kernel("gemm2_plain"), None)}
         for name, _ in self.policies:
-            self.kernels[name] = (k(f"gemm1_{name}", False), k(f"gemm2_{name}", self.model.swiglu),
-                                  k(f"gemm2_{name}_R", self.model.swiglu))
+            self.kernels[name] = (self._kernel(f"gemm1_{name}"), self._kernel(f"gemm2_{name}"),
+                                  self._kernel(f"gemm2_{name}_R"))
         self.chain = Chain(self.module.kernel("cusync_wait_kernel", 1))
-        self.grid1 = (self.model.N1 // t.BN, -(-self.M // t.BM), 1)
-        self.grid2 = (self.model.N2 // t.BN, -(-self.M // t.BM), 1)
+        rows = -(-self.M // self.tiles.BM)
+        self.grid1 = (self.model.N1 // self.tiles.g1.BN, rows, 1)
+        self.grid2 = (self.model.N2 // self.tiles.g2.BN, rows, 1)
         self.plain = (Stage("gemm1", 0, 0), Stage("gemm2", 1, 0))
         for name, num_sems in self.policies:
             p, c = Stage("gemm1", 0, num_sems), Stage("gemm2", 1, 0)
             c.depends_on(p, 0, "gemm1")
             self._stages[name] = (p, c)
+
+    def _kernel(self, name: str):
+        """A kernel with its block size and dynamic shared memory, as the module itself states them
+        (the NAME_threads / NAME_smem constants next to each kernel)."""
+        threads = self.module.constant_int(f"{name}_threads")
+        smem = self.module.constant_int(f"{name}_smem")
+        return self.module.kernel(name, threads, smem)
 
     @property
     def policy_names(self) -> list[str]:

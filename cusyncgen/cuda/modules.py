@@ -39,7 +39,7 @@ MODELS = {
 
 @dataclass(frozen=True)
 class Tiles:
-    """Thread-block tile of both GeMMs (one TileM/TileN pair, as the .dep files declare)."""
+    """The thread-block tile of one GeMM (runtime_cuda/kernels/gemm.cuh's GemmConfig)."""
 
     BM: int = 128
     BN: int = 128
@@ -48,47 +48,83 @@ class Tiles:
     warps_m: int = 2
     warps_n: int = 2
 
-    def cfg(self, epilogue: str, swiglu: bool, reorder: bool, prod_bn: int) -> str:
+    def cfg(self, epilogue: str, swiglu: int, reorder: bool, prod_bn: int) -> str:
         return (f"cusync_kernels::GemmConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, {self.warps_m}, "
-                f"{self.warps_n}, {epilogue}, {str(swiglu).lower()}, {str(reorder).lower()}, {prod_bn}>")
+                f"{self.warps_n}, {epilogue}, {swiglu}, {str(reorder).lower()}, {prod_bn}>")
 
     @property
     def label(self) -> str:
-        return f"{self.BM}x{self.BN}x{self.BK}/s{self.stages}/w{self.warps_m}x{self.warps_n}"
+        return f"{self.BM}x{self.BN}x{self.BK}s{self.stages}w{self.warps_m}x{self.warps_n}"
 
     @property
     def threads(self) -> int:
         return self.warps_m * self.warps_n * 32
 
-    def smem(self, swiglu: bool) -> int:
-        return self.stages * (self.BM * self.BK * (2 if swiglu else 1) + self.BN * self.BK) * 2
+
+@dataclass(frozen=True)
+class MlpTiles:
+    """Tiles of the producer and the consumer GeMM (same BM: a row tile holds the same rows in
+    both) and how the consumer computes SwiGLU (gemm.cuh: 1 fp32 on fragments, 2 half2 on
+    fragments, 3 once per k-tile in shared memory)."""
+
+    g1: Tiles
+    g2: Tiles
+    swiglu_mode: int = 2
+
+    def __post_init__(self):
+        if self.g1.BM != self.g2.BM:
+            raise ValueError(f"producer and consumer need the same BM, got {self.g1.BM} and {self.g2.BM}")
+
+    @property
+    def BM(self) -> int:
+        return self.g1.BM
+
+    @property
+    def label(self) -> str:
+        return f"{self.g1.label}+{self.g2.label}" + (f"+swiglu{self.swiglu_mode}" if self.swiglu_mode != 2 else "")
 
 
-def default_tiles(model: str, M: int) -> Tiles:
-    """The tile shape per model and M (from the kernel's tuning on the H100/H200)."""
-    bn = 64 if model == "llama" else 128
+def default_tiles(model: str, M: int) -> MlpTiles:
+    """Tile shapes per model and M, from the GeMM's measurements on an H200
+    (tests/cuda_src/README.md). LLaMA's producer needs BN = 64: F = 2752 = 43 * 64, and the
+    strided dependency x + F/TileN1 must be a whole tile."""
+    small = Tiles(64, 64, 64, 5, 2, 2)
+    if model == "gpt3":
+        if M <= 64:
+            return MlpTiles(small, small)
+        if M <= 1024:
+            return MlpTiles(Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 32, 4, 2, 2))
+        return MlpTiles(Tiles(128, 128, 32, 4, 2, 2), Tiles(128, 128, 32, 4, 2, 2))
     if M <= 64:
-        return Tiles(BM=64, BN=bn, BK=64, stages=4, warps_m=2, warps_n=2)
-    return Tiles(BM=128, BN=bn if model == "llama" else 128, BK=32, stages=4, warps_m=2, warps_n=2)
+        return MlpTiles(small, small, 2)
+    if M <= 512:
+        return MlpTiles(small, Tiles(64, 256, 32, 4, 2, 4), 2)
+    return MlpTiles(Tiles(128, 64, 64, 4, 2, 2), Tiles(128, 256, 64, 3, 2, 4), 3)
 
 
-def dep_params(model: Model, M: int, tiles: Tiles) -> dict[str, int]:
+def dep_params(model: Model, M: int, tiles: MlpTiles) -> dict[str, int]:
     # The .dep files count row tiles as B*S/TileM (exact division): the grid has cdiv(M, BM) row
     # tiles, so M is rounded up to whole tiles here; the kernels predicate the rows past M.
     rows = -(-M // tiles.BM) * tiles.BM
-    params = {"H": model.H, "B": rows, "S": 1, "TileM": tiles.BM, "TileN": tiles.BN}
+    params = {"H": model.H, "B": rows, "S": 1, "TileM": tiles.BM}
     if model.swiglu:
-        params["F"] = model.K2
+        params.update(F=model.K2, TileN1=tiles.g1.BN, TileN2=tiles.g2.BN)
+    else:
+        if tiles.g1.BN != tiles.g2.BN:
+            raise ValueError(f"{model.dep} has one TileN for both GeMMs: got {tiles.g1.BN} and {tiles.g2.BN}")
+        params["TileN"] = tiles.g1.BN
     return params
 
 
-def compile_dep(model: Model, M: int, tiles: Tiles):
+def compile_dep(model: Model, M: int, tiles: MlpTiles):
     ns = f"mlp_{model.name}"
     return cusyncgen.compile(EXAMPLES / model.dep, params=dep_params(model, M, tiles), name=ns), ns
 
 
 KERNEL_MACRO = r"""
 #define CUSYNC_MLP_GEMM(NAME, CFG, STAGE)                                                   \
+  extern "C" __device__ const int NAME##_threads = CFG::kThreads;                           \
+  extern "C" __device__ const int NAME##_smem = CFG::kSmemBytes;                            \
   extern "C" __global__ void __launch_bounds__(CFG::kThreads)                               \
       NAME(cusync_kernels::GemmArgs args, cusync::StageArgs stage_args) {                   \
     extern __shared__ __align__(128) char smem[];                                           \
@@ -98,31 +134,33 @@ KERNEL_MACRO = r"""
 """
 
 
-def module_source(model: Model, M: int, tiles: Tiles, debug: bool = False):
+def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False):
+    """One module per (model, M, tiles): the plain kernels (StreamSync, PDL) and, for every policy
+    the compiler generates for g2 <- g1, the posting producer and the waiting consumer (with and
+    without reordered loads)."""
     compiled, ns = compile_dep(model, M, tiles)
     policies = [p for p in compiled.policies if p.producer == "g1" and p.consumer == "g2"]
+    mode = tiles.swiglu_mode if model.swiglu else 0
     lines = [f'#include "{ns}.h"', "#include <kernels/gemm.cuh>", KERNEL_MACRO,
-             "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)"]
-    cfg1 = tiles.cfg(model.epilogue1, False, False, tiles.BN)
-    lines.append(f"using Cfg1 = {cfg1};")
-    lines.append(f"using Cfg2 = {tiles.cfg('cusync_kernels::EpiIdentity', model.swiglu, False, tiles.BN)};")
-    lines.append(f"using Cfg2R = {tiles.cfg('cusync_kernels::EpiIdentity', model.swiglu, True, tiles.BN)};")
-    lines.append(f"CUSYNC_MLP_GEMM(gemm1_plain, Cfg1, cusync::PlainStage<{ns}::g1_order>)")
-    lines.append(f"CUSYNC_MLP_GEMM(gemm2_plain, Cfg2, cusync::PlainStage<{ns}::g2_order>)")
+             "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)",
+             f"using Cfg1 = {tiles.g1.cfg(model.epilogue1, 0, False, tiles.g1.BN)};",
+             f"using Cfg2 = {tiles.g2.cfg('cusync_kernels::EpiIdentity', mode, False, tiles.g1.BN)};",
+             f"using Cfg2R = {tiles.g2.cfg('cusync_kernels::EpiIdentity', mode, True, tiles.g1.BN)};",
+             f"CUSYNC_MLP_GEMM(gemm1_plain, Cfg1, cusync::PlainStage<{ns}::g1_order>)",
+             f"CUSYNC_MLP_GEMM(gemm2_plain, Cfg2, cusync::PlainStage<{ns}::g2_order>)"]
     names = []
     for p in policies:
         ptype = f"{ns}::{p.dep}_{p.producer}_{p.name}"
-        lines.append(f"using Prod_{p.name} = cusync::CuStage<{ns}::g1_order, {ptype}>;")
-        lines.append(f"using Cons_{p.name} = cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ptype}>;")
-        lines.append(f"CUSYNC_MLP_GEMM(gemm1_{p.name}, Cfg1, Prod_{p.name})")
-        lines.append(f"CUSYNC_MLP_GEMM(gemm2_{p.name}, Cfg2, Cons_{p.name})")
-        lines.append(f"CUSYNC_MLP_GEMM(gemm2_{p.name}_R, Cfg2R, Cons_{p.name})")
+        lines += [f"using Prod_{p.name} = cusync::CuStage<{ns}::g1_order, {ptype}>;",
+                  f"using Cons_{p.name} = cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ptype}>;",
+                  f"CUSYNC_MLP_GEMM(gemm1_{p.name}, Cfg1, Prod_{p.name})",
+                  f"CUSYNC_MLP_GEMM(gemm2_{p.name}, Cfg2, Cons_{p.name})",
+                  f"CUSYNC_MLP_GEMM(gemm2_{p.name}_R, Cfg2R, Cons_{p.name})"]
         names.append((p.name, p.num_sems))
-    src = build.Source(f"mlp_{model.name}_M{M}_{tiles.BM}x{tiles.BN}x{tiles.BK}{'_debug' if debug else ''}",
+    src = build.Source(f"mlp_{model.name}_M{M}_{tiles.label.replace('+', '_')}{'_debug' if debug else ''}",
                        "\n".join(lines) + "\n", headers=((f"{ns}.h", compiled.header),),
                        defines=("CUSYNC_DEBUG",) if debug else ())
     return src, names
-
 
 
 def copy_module_source(tiles: int, debug: bool) -> build.Source:

@@ -16,7 +16,7 @@ from cusyncgen.cuda import build
 TEST_SIZES = (1, 300)
 
 
-def sources(bench_sweep, test_sizes=TEST_SIZES):
+def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None):
     from cusyncgen.cuda import modules as mlp
     out = []
     for model in mlp.MODELS:
@@ -28,7 +28,9 @@ def sources(bench_sweep, test_sizes=TEST_SIZES):
     import importlib
     import importlib.util
     from cusyncgen.cuda.bench import WORKLOADS
-    for target in WORKLOADS.values():
+    for wname, target in WORKLOADS.items():
+        if workloads is not None and wname not in workloads:
+            continue
         name = target.split(":")[0].replace("cusyncgen.cuda.", "cusyncgen.cuda.modules_")
         if importlib.util.find_spec(name) is None:
             continue  # that workload has no module sources yet
@@ -44,9 +46,11 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default=build.DEFAULT_ARCH)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--M", default=",".join(map(str, SWEEP)))
+    ap.add_argument("--workloads", default=None, help="comma-separated extra workloads (default: all registered)")
     args = ap.parse_args(argv)
     t0 = time.time()
-    srcs = sources([int(m) for m in args.M.split(",")])
+    srcs = sources([int(m) for m in args.M.split(",")],
+                   workloads=None if args.workloads is None else [w for w in args.workloads.split(",") if w])
     paths = build.build_many(srcs, args.arch, args.jobs)
     print(f"{len(paths)} modules ready in {build.cache_dir()} ({time.time() - t0:.0f} s)")
     return 0

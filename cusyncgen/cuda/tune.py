@@ -19,15 +19,29 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cusyncgen.cuda.bench import RESULTS, SWEEP, slug
-from cusyncgen.cuda.modules import MODELS, Tiles, default_tiles
+from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles
+
+# The tile regimes of default_tiles, by the M that selects each.
+_REGIMES = (1, 256, 4096)
 
 
-def tile_candidates(model: str, M: int) -> list[Tiles]:
-    """The default shape for M and the other row-tile height (64 <-> 128)."""
+def tile_candidates(model: str, M: int) -> list[MlpTiles]:
+    """The default tiles for M and those of the neighbouring size regime."""
     base = default_tiles(model, M)
-    other_bm = 128 if base.BM == 64 else 64
-    alt = Tiles(BM=other_bm, BN=base.BN, BK=base.BK, stages=base.stages, warps_m=base.warps_m, warps_n=base.warps_n)
-    return [base, alt]
+    out = [base]
+    for m in _REGIMES:
+        t = default_tiles(model, m)
+        if t not in out and abs(_REGIMES.index(m) - _regime(M)) == 1:
+            out.append(t)
+    return out
+
+
+def _regime(M: int) -> int:
+    return 0 if M <= 64 else (1 if M <= 1024 else 2)
+
+
+def tiles_from_dict(d: dict) -> MlpTiles:
+    return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
 
 
 def predict(mlp) -> dict:
@@ -165,8 +179,8 @@ def select(table: dict, model: str, M: int):
     rows = table[model]
     for m, config, tiles in rows:
         if M <= m:
-            return config, Tiles(**tiles)
-    return rows[-1][1], Tiles(**rows[-1][2])
+            return config, tiles_from_dict(tiles)
+    return rows[-1][1], tiles_from_dict(rows[-1][2])
 
 
 def main(argv=None) -> int:

@@ -60,7 +60,7 @@ struct dep_g1_RowSync {
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile c) { return 86; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // ForAll(Tile(x, y), x, Range(0, 43)) then ForAll(Tile(x+F/TileN, y), x, Range(0, 43)) (interleaved)
+    // ForAll(Tile(x, y), x, Range(0, 43)) then ForAll(Tile(x+F/TileN1, y), x, Range(0, 43)) (interleaved)
     if (i < 86) {
       const int i0 = i / 2;
       const int i1 = i % 2;
