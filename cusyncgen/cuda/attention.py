@@ -34,6 +34,12 @@ ORDER = ("g1", "gP", "gR", "gT", "g2")
 DROPOUT = 0.1
 TOL_STAGE = 1e-2   # one kernel against float32 math on its own (fp16) inputs
 TOL_E2E = 2e-2     # the chain against float32 math from X
+DEVICE = "cuda"    # where the buffers and the references live
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 class AttnGeo(ctypes.Structure):
@@ -47,13 +53,24 @@ class SoftmaxArgs(ctypes.Structure):
                 ("keep_scale", ctypes.c_float), ("seed", ctypes.c_uint32)]
 
 
+def _priority_range() -> tuple[int, int]:
+    """(least, greatest) stream priority: CuPy's runtime wrapper lacks it, the driver has it."""
+    fn = getattr(cupy.cuda.runtime, "deviceGetStreamPriorityRange", None)
+    if fn is not None:
+        return tuple(fn())
+    driver._init()
+    err, least, greatest = driver._cu.cuCtxGetStreamPriorityRange()
+    driver.check(err)
+    return int(least), int(greatest)
+
+
 class MultiChain:
     """Orderings of a chain of kernels (chain.Config names): StreamSync, PDL alone, and the tile
     policies with the paper's wait-kernel (a stream per kernel, priorities falling along the
     chain) or with PDL (one stream, each kernel PDL-launched)."""
 
     def __init__(self, n: int, wait_kernel):
-        lo, hi = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+        lo, hi = _priority_range()
         self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(hi + i, lo)) for i in range(n)]
         self.wait_kernel = wait_kernel
         self.fork = cupy.cuda.Event(disable_timing=True)
@@ -96,9 +113,9 @@ def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
     return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & m
 
 
-def keep_mask(Z: int, S: int, Npad: int, seed: int, p: float, device="cuda") -> torch.Tensor:
+def keep_mask(Z: int, S: int, Npad: int, seed: int, p: float, device=None) -> torch.Tensor:
     """The kernel's dropout mask (softmax.cuh), bit for bit: [Z, S, Npad] bool."""
-    idx = torch.arange(Z * S * Npad, device=device, dtype=torch.int64) & 0xFFFFFFFF
+    idx = torch.arange(Z * S * Npad, device=device or DEVICE, dtype=torch.int64) & 0xFFFFFFFF
     x = (_mul32(idx, 0x9E3779B9) + seed) & 0xFFFFFFFF
     x = x ^ (x >> 16)
     x = _mul32(x, 0x7feb352d)
@@ -154,8 +171,8 @@ class Attention:
     # ---- buffers
     def buffers(self, seed: int = 0, weights=None) -> dict:
         sh = self.shape
-        g = torch.Generator(device="cuda").manual_seed(seed)
-        dev, f16 = "cuda", torch.float16
+        g = torch.Generator(device=DEVICE).manual_seed(seed)
+        dev, f16 = DEVICE, torch.float16
         rnd = lambda *s: torch.randn(*s, generator=g, device=dev, dtype=torch.float32)
         if weights is None:
             wqkv = (rnd(3 * sh.D, sh.H) / sh.H ** 0.5).to(f16)
@@ -179,7 +196,7 @@ class Attention:
         b["cache"][sh.Sp * sh.B: sh.L * sh.B].fill_(float("nan"))
         for n in ("P", "R", "T", "out"):
             b[n].fill_(float("nan"))
-        torch.cuda.synchronize()
+        _sync()
 
     # ---- launch
     def run(self, stream, cfg: Config, b: dict) -> None:
@@ -242,7 +259,7 @@ class Attention:
     def check(self, b: dict) -> dict[str, float]:
         """Relative errors: each kernel against float32 math on the fp16 inputs it read, and the
         whole chain against float32 math from X (the kernels' fp16 intermediates excepted)."""
-        torch.cuda.synchronize()
+        _sync()
         sh = self.shape
         Z = sh.B * sh.NH
         errs = {}
@@ -261,7 +278,7 @@ class Attention:
     def reference(self, b: dict) -> torch.Tensor:
         sh = self.shape
         qkv = b["x"].float() @ b["wqkv"].float().T                      # [B*S, 3D] in (b, s) order
-        full = torch.zeros(sh.Npad * sh.B, 3 * sh.D, device="cuda")
+        full = torch.zeros(sh.Npad * sh.B, 3 * sh.D, device=DEVICE)
         full[: sh.Sp * sh.B] = b["cached"].float()
         full[sh.Sp * sh.B: sh.L * sh.B] = qkv
         q, k, v = self._qkv_views(full)
@@ -316,8 +333,10 @@ class Attention:
         return flops, byts
 
 
-def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None):
+def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, extra=None):
+    """Rows of the result table for one shape; PyTorch SDPA rows go to `extra`."""
     from cusyncgen.cuda import baselines, timing
+    extra = [] if extra is None else extra
     att = Attention(shape)
     sets = [att.buffers(seed=seed + s) for s in range(3)]
     rows, base = [], None
@@ -356,10 +375,11 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None):
             except Exception as exc:  # e.g. a kernel that cannot be captured
                 print(f"{name}{suffix} failed: {exc}", file=sys.stderr)
                 continue
-            rows.append({"model": shape.label, "M": shape.size, "config": name + suffix, "time_us": round(t, 2),
-                         "speedup_vs_streamsync": round(base / t, 4),
-                         "correct": terr[name] < TOL_E2E, "rel_err": terr[name],
-                         "B": shape.B, "S": shape.S, "Sp": shape.Sp})
+            # SDPA (PyTorch's fused attention, not the same kernels' math) goes beside the table
+            (rows if name == "cuBLAS" else extra).append(
+                {"model": shape.label, "M": shape.size, "config": name + suffix, "time_us": round(t, 2),
+                 "speedup_vs_streamsync": round(base / t, 4), "correct": terr[name] < TOL_E2E,
+                 "rel_err": terr[name], "B": shape.B, "S": shape.S, "Sp": shape.Sp})
     if ceil:
         flops, byts = att.flops_bytes()
         floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
@@ -375,11 +395,11 @@ def bench(models=None, sweep=None, iters: int = 30) -> dict:
     shapes = [s for s in bench_shapes(models) if sweep is None or s.size in sweep]
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream(non_blocking=True)
-    rows = []
+    rows, sdpa = [], []
     for i, sh in enumerate(shapes):
         t0 = time.time()
         try:
-            point = measure_point(sh, iters, stream, seed=100 * i, ceil=ceil)
+            point = measure_point(sh, iters, stream, seed=100 * i, ceil=ceil, extra=sdpa)
         except Exception as exc:
             print(f"[{i + 1}/{len(shapes)}] {sh.label} M={sh.size}: FAILED {exc.__class__.__name__}: {exc}",
                   file=sys.stderr, flush=True)
@@ -387,7 +407,7 @@ def bench(models=None, sweep=None, iters: int = 30) -> dict:
         rows += point
         cus = [r for r in point if "policies" in r and r["correct"]]
         best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None
-        tb = {r["config"]: r["time_us"] for r in point}
+        tb = {r["config"]: r["time_us"] for r in point + sdpa[-2:]}
         print(f"[{i + 1}/{len(shapes)}] {sh.label} M={sh.size}: StreamSync {point[0]['time_us']:.1f} us, "
               f"PDL {tb.get('PDL', 0):.1f}, best {best['config'] if best else None} "
               f"{best['time_us'] if best else 0:.1f} us ({best['speedup_vs_streamsync'] if best else 0:.3f}x), "
@@ -396,7 +416,13 @@ def bench(models=None, sweep=None, iters: int = 30) -> dict:
         partial = os.environ.get("CUSYNCGEN_PARTIAL")
         if partial:  # a crash or a hang later still leaves the points measured so far
             with open(partial, "w") as f:
-                json.dump({"device": driver.device_name(), "workload": "attention", "rows": rows}, f)
+                json.dump({"device": driver.device_name(), "workload": "attention", "rows": rows, "sdpa": sdpa}, f)
         cupy.get_default_memory_pool().free_all_blocks()
-        torch.cuda.empty_cache()
-    return {"device": driver.device_name(), "workload": "attention", "ceilings": ceil, "rows": rows}
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return {"device": driver.device_name(), "workload": "attention", "ceilings": ceil, "rows": rows,
+            "sdpa": sdpa, "dropout": DROPOUT,
+            "notes": "config names: the policy of each dependency (depQK g1->gP and gT, depPR gP->gR, "
+                     "depTR1 gR->gT, depT2 gT->g2) is in each row's 'policies'; +PDL: PDL ordering instead "
+                     "of the wait-kernel; +R: the output GeMM loads Wo before waiting. Prompt rows: M = B*S "
+                     "with B = 1; generation rows: M = B, S = 1, S' in the model name."}
