@@ -54,14 +54,10 @@ class SoftmaxArgs(ctypes.Structure):
 
 
 def _priority_range() -> tuple[int, int]:
-    """(least, greatest) stream priority: CuPy's runtime wrapper lacks it, the driver has it."""
-    fn = getattr(cupy.cuda.runtime, "deviceGetStreamPriorityRange", None)
-    if fn is not None:
-        return tuple(fn())
-    driver._init()
-    err, least, greatest = driver._cu.cuCtxGetStreamPriorityRange()
-    driver.check(err)
-    return int(least), int(greatest)
+    """(least, greatest) stream priority (CuPy 14 lacks the runtime wrapper; the driver has it)."""
+    if hasattr(driver, "stream_priority_range"):
+        return driver.stream_priority_range()
+    return tuple(cupy.cuda.runtime.deviceGetStreamPriorityRange())
 
 
 class MultiChain:
