@@ -3,8 +3,11 @@
 # lack lark and nvidia-cutlass and any package index:
 #   bash benchmarks/gpu.sh [tests|bench|all]      (default: all)
 # Installs the wheels carried in .whl/ (if any) into /tmp/site, compiles every module in
-# parallel into the cache, runs the GPU tests, then the benchmarks. One log (run.log) and the
-# results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
+# parallel into the cubin cache, runs the GPU tests, then the benchmarks. One log (run.log) and
+# the results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
+# Knobs: PREBUILD_ARGS (e.g. "--workloads conv2d"), TESTS (default: every GPU test),
+# BENCHES (default "overhead mlp conv2d attention"), BENCH_ARGS (e.g. "--M 1,256"),
+# SAVE_CACHE=1 (tar the cubin cache into $OUT to carry it to the next machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -22,13 +25,19 @@ export PYTHONUNBUFFERED=1
 LOG="$OUT/run.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG"
 status=0
-$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" 2>&1 | tee -a "$LOG" || status=1
+# shellcheck disable=SC2086
+$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
 if [ "$what" != bench ]; then
-  timeout 420 $PY -m pytest -m gpu tests -q -rs -p no:cacheprovider 2>&1 | tee -a "$LOG"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  # shellcheck disable=SC2086
+  timeout 420 $PY -m pytest -m gpu ${TESTS:-tests} -q -rs -p no:cacheprovider 2>&1 | tee -a "$LOG" || status=1
 fi
 if [ "$what" != tests ]; then
-  timeout 120 $PY -m cusyncgen.cuda.bench overhead -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
-  timeout 600 $PY -m cusyncgen.cuda.bench mlp -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+  for b in ${BENCHES:-overhead mlp conv2d attention}; do
+    # shellcheck disable=SC2086
+    timeout 540 $PY -m cusyncgen.cuda.bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+  done
+fi
+if [ "${SAVE_CACHE:-0}" = 1 ]; then
+  tar -czf "$OUT/cache.tar.gz" -C "$(dirname "$CUSYNCGEN_CACHE")" "$(basename "$CUSYNCGEN_CACHE")" --exclude='src-*'
 fi
 exit $status

@@ -1,7 +1,7 @@
 // CuStage: the per-kernel synchronization object (the paper's CuStage), passed by value as a
 // kernel parameter. All device functions are called by every thread of the block.
 #pragma once
-#include <cstdint>
+#include "types.h"
 #include "policy.h"
 #include "sync.h"
 #include "tile.h"

@@ -1,7 +1,7 @@
 // Release/acquire primitives at GPU scope. One thread per block waits or posts; a block barrier
 // orders the rest of the block (the pattern CUTLASS's generic barrier uses). No system fence.
 #pragma once
-#include <cstdint>
+#include "types.h"
 
 namespace cusync {
 
