@@ -38,6 +38,6 @@ if [ "$what" != tests ]; then
   done
 fi
 if [ "${SAVE_CACHE:-0}" = 1 ]; then
-  tar -czf "$OUT/cache.tar.gz" -C "$(dirname "$CUSYNCGEN_CACHE")" "$(basename "$CUSYNCGEN_CACHE")" --exclude='src-*'
+  tar --exclude='src-*' -czf "$OUT/cache.tar.gz" -C "$(dirname "$CUSYNCGEN_CACHE")" "$(basename "$CUSYNCGEN_CACHE")"
 fi
 exit $status

@@ -10,6 +10,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU ava
 
 if ok:
     import cupy
+    import cupy.testing
 
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
