@@ -30,17 +30,18 @@ def test_every_policy_and_option_matches_the_reference(model, M):
     assert {"TileSync", "RowSync"} <= set(mlp.policy_names)
     if model == "llama":
         assert "StridedSync" in mlp.policy_names
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.Stream()
     failures = []
-    for seed, cfg in enumerate(configs_for(mlp)):
-        x, w1, w2 = mlp.buffers(seed=seed)
-        y, z = mlp.outputs()
-        mlp.run(stream, cfg, x, w1, w2, y, z)
-        stream.synchronize()
-        mlp.check_stages()
-        err = rel_err(z, mlp.reference(x, w1, w2))
-        if not err < 2e-2:
-            failures.append((cfg.name, err))
+    with stream:  # inputs, poisoned outputs and runs in one stream order
+        for seed, cfg in enumerate(configs_for(mlp)):
+            x, w1, w2 = mlp.buffers(seed=seed)
+            y, z = mlp.outputs()
+            mlp.run(stream, cfg, x, w1, w2, y, z)
+            stream.synchronize()
+            mlp.check_stages()
+            err = rel_err(z, mlp.reference(x, w1, w2))
+            if not err < 2e-2:
+                failures.append((cfg.name, err))
     assert not failures, failures
 
 
@@ -48,7 +49,8 @@ def test_repeated_launches_and_graph_replays_stay_correct():
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.chain import Config
     mlp = _mlp("llama", 300)
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.Stream()
+    stream.use()
     x, w1, w2 = mlp.buffers(seed=7)
     ref = mlp.reference(x, w1, w2)
     y, z = mlp.outputs()
@@ -65,6 +67,7 @@ def test_repeated_launches_and_graph_replays_stay_correct():
     stream.synchronize()
     mlp.check_stages()
     assert rel_err(z, ref) < 2e-2
+    cupy.cuda.Stream.null.use()
 
 
 def test_torch_tensors_in_and_out():

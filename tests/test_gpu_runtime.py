@@ -26,6 +26,15 @@ def chain():
     return CopyChain(tiles=3 * 132 + 17, tile_vec4=512, debug=True)
 
 
+@pytest.fixture(autouse=True)
+def _one_stream():
+    """Every test runs its fills, inputs and launches on one stream that also orders itself after
+    the legacy default stream (CuPy allocations of module fixtures), so nothing races a poison fill."""
+    stream = cupy.cuda.Stream()
+    with stream:
+        yield
+
+
 def _fresh(cc):
     cc.x[...] = cupy.random.standard_normal(cc.x.size, dtype=cupy.float32)
     cc.mid.fill(cupy.nan)
@@ -34,7 +43,7 @@ def _fresh(cc):
 
 @pytest.mark.parametrize("policy,ordering,custom", CONFIG_ARGS)
 def test_every_ordering_is_correct(chain, policy, ordering, custom):
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.get_current_stream()
     cfg = Config(policy, ordering, custom)
     for _ in range(3):
         _fresh(chain)
@@ -45,7 +54,7 @@ def test_every_ordering_is_correct(chain, policy, ordering, custom):
 
 
 def test_thousand_launches_without_reset(chain):
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.get_current_stream()
     cfgs = [Config("TileSync", "waitkernel", True), Config("TileSync", "pdl", False), STREAM_SYNC, PDL_ALONE]
     for i in range(1000):
         if i % 100 == 0:
@@ -58,7 +67,7 @@ def test_thousand_launches_without_reset(chain):
 
 
 def test_hundred_graph_replays(chain):
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.get_current_stream()
     for cfg in (Config("TileSync", "waitkernel", True), Config("TileSync", "pdl", True)):
         graph = timing.capture(lambda s: chain.run(s, cfg), stream)
         for i in range(100):
@@ -74,7 +83,7 @@ def test_wait_that_cannot_complete_times_out_with_its_tile_and_semaphore():
     cc = CopyChain(tiles=40, tile_vec4=64, debug=True)
     prod, cons = cc.stages["TileSync"]
     cons.timeout_ns = 20_000_000
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.get_current_stream()
     k2 = cc.kernels["TileSync"][1]
     # The consumer alone: its producer never posts, so every wait must time out, not hang.
     k2.launch((cc.tiles, 1, 1), [cc.mid, cc.out, cc.tile_vec4, cons.args()], stream)
@@ -95,7 +104,7 @@ def test_semaphores_and_epochs_wrap_past_32_bits():
     prod.ticket[...] = done * cc.tiles
     cons.ticket[...] = done * cc.tiles
     prod.sems[...] = cupy.uint32(done)  # TileSync: one post per launch per semaphore
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.get_current_stream()
     for cfg in [Config("TileSync", "waitkernel", True), Config("TileSync", "pdl", False)] * 2:
         _fresh(cc)
         cc.run(stream, cfg)

@@ -53,12 +53,19 @@ def rel_err(z, ref) -> float:
 
 def measure_mlp_point(model: str, M: int, iters: int, stream, seed: int = 0, tiles=None, configs=None):
     """Every configuration of one (model, M, tiles): rows of the result table, and the MLP."""
-    import cupy
-
-    from cusyncgen.cuda import timing
     from cusyncgen.cuda.mlp import MLP
 
     mlp = MLP(model, M, tiles=tiles)
+    with stream:  # every CuPy operation on the timed stream: fills and inputs are ordered before the runs
+        return _measure(mlp, iters, stream, seed, configs)
+
+
+def _measure(mlp, iters, stream, seed, configs):
+    import cupy
+
+    from cusyncgen.cuda import timing
+
+    model, M = mlp.model_name, mlp.M
     sets = [mlp.buffers(seed=seed + s) for s in range(3)]
     outs = [mlp.outputs() for _ in sets]
     x, w1, w2 = sets[0]
@@ -90,7 +97,7 @@ def bench_mlp(models, sweep, iters: int, out_dir: Path, progress=True) -> dict:
     dev = driver.device_name()
     ceil = baselines.ceilings()
     rows, gemm_rows = [], []
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.Stream()
     work = [(m, M) for m in models for M in sweep]
     for i, (model, M) in enumerate(work):
         t0 = time.time()

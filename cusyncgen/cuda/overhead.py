@@ -62,7 +62,7 @@ def measure(iters: int = 50) -> dict:
     sms = driver.sm_count()
     blocks_per_sm = 2048 // THREADS
     cc = CopyChain(tiles=sms * blocks_per_sm)
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.Stream()
     rows = []
     base = None
     for cfg in CONFIGS:

@@ -76,7 +76,7 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True) -> dict:
     dev = driver.device_name()
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
     cache.setdefault(dev, {})
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.Stream()
     choices = []
     for model in models:
         for M in sweep:
