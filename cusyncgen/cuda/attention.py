@@ -100,6 +100,16 @@ class MultiChain:
             main.wait_event(e)
 
 
+def _synced(name, launch):
+    def run(s, sa, pdl):
+        launch(s, sa, pdl)
+        try:
+            s.synchronize()
+        except Exception as exc:
+            raise RuntimeError(f"kernel attn_{name} failed: {exc}") from exc
+    return run
+
+
 def _ptr(t: torch.Tensor, offset_elems: int = 0) -> int:
     return t.data_ptr() + offset_elems * t.element_size()
 
@@ -131,6 +141,8 @@ def rel(a: torch.Tensor, ref: torch.Tensor) -> float:
 
 class Attention:
     """All five kernels of one shape, every generated policy combination in one module."""
+
+    sync_each = False  # diagnosis: StreamSync synchronizes after every kernel and names the one that faults
 
     def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT):
         self.shape = sh = shape
@@ -219,6 +231,9 @@ class Attention:
             lambda s, sa, pdl: self.k["rv"].launch(G["gT"], [geo, sa, which["rv"]], s, pdl),
             lambda s, sa, pdl: kout.launch(G["g2"], [a_out, sa, which["out"], geo], s, pdl),
         ]
+        if self.sync_each and cfg.ordering == "stream":
+            names = ("qkv", "pgemm", "softmax", "rv", "out")
+            launches = [_synced(n, ln) for n, ln in zip(names, launches)]
         self.chain.run(stream, cfg, stages, launches, self.tiles)
 
     def check_stages(self) -> None:
@@ -422,3 +437,40 @@ def bench(models=None, sweep=None, iters: int = 30) -> dict:
                      "depTR1 gR->gT, depT2 gT->g2) is in each row's 'policies'; +PDL: PDL ordering instead "
                      "of the wait-kernel; +R: the output GeMM loads Wo before waiting. Prompt rows: M = B*S "
                      "with B = 1; generation rows: M = B, S = 1, S' in the model name."}
+
+
+def _diagnose_one(model: str, B: int, S: int, Sp: int, debug: bool) -> None:
+    """One shape in this process: StreamSync kernel by kernel, then every configuration."""
+    att = Attention(Shape(model, B, S, Sp), debug=debug)
+    att.sync_each = True
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for cfg in att.configs():
+        b = att.buffers(seed=1)
+        att.poison(b)
+        att.run(stream, cfg, b)
+        stream.synchronize()
+        att.check_stages()
+        errs = att.check(b)
+        print(f"  {cfg.name:40s} {'ok ' if att.ok(errs) else 'BAD'} " +
+              " ".join(f"{k}={v:.1e}" for k, v in errs.items()), flush=True)
+
+
+def diagnose(shapes=None) -> int:
+    """Each test shape, release and CUSYNC_DEBUG builds, in its own process (a fault that kills
+    the CUDA context shows which shape, build, configuration and kernel it came from)."""
+    import subprocess
+    from cusyncgen.cuda.modules_attention import TEST_SHAPES
+    bad = 0
+    for shape in shapes or TEST_SHAPES:
+        for debug in (False, True):
+            print(f"{shape} debug={debug}", flush=True)
+            code = f"from cusyncgen.cuda.attention import _diagnose_one; _diagnose_one(*{tuple(shape)!r}, {debug})"
+            rc = subprocess.run([sys.executable, "-c", code], timeout=120).returncode
+            bad += rc != 0
+            if rc:
+                print(f"  -> exit status {rc}", flush=True)
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(1 if diagnose() else 0)
