@@ -38,6 +38,38 @@ struct StageArgs {
   int flags;                    // StageFlags
 };
 
+#if defined(CUSYNC_DEBUG)
+// The CUSYNC_DEBUG wait: spins like the release one but gives up after args.timeout_ns and
+// records what it saw. Kept out of line, so the timeout bookkeeping does not enter the register
+// allocation of the (large) kernels that wait.
+static __device__ __noinline__ void debug_spin(const uint32_t* p, uint32_t target, DebugRecord* d,
+                                               long long timeout_ns, int stage_id, int input, Tile t, int s,
+                                               Tile self) {
+  const long long t0 = global_timer_ns();
+  uint32_t seen;
+  while (!reached(seen = ld_acquire(p), target)) {
+    if (global_timer_ns() - t0 > timeout_ns) {
+      if (d != nullptr && atomicCAS(&d->failed, 0, -1) == 0) {
+        d->stage = stage_id;
+        d->producer = input;
+        d->tile_x = t.x;
+        d->tile_y = t.y;
+        d->tile_z = t.z;
+        d->sem = s;
+        d->seen = seen;
+        d->expected = target;
+        d->consumer_x = self.x;
+        d->consumer_y = self.y;
+        d->consumer_z = self.z;
+        __threadfence();
+        atomicExch(&d->failed, 1);
+      }
+      return;
+    }
+  }
+}
+#endif
+
 template <bool C, class A, class B>
 struct conditional { using type = A; };
 template <class A, class B>
@@ -103,14 +135,7 @@ struct CuStage {
         const uint32_t target = static_cast<uint32_t>(P::value(t)) * epoch;
         const uint32_t* p = sems + s;
 #if defined(CUSYNC_DEBUG)
-        const long long t0 = global_timer_ns();
-        uint32_t seen;
-        while (!reached(seen = ld_acquire(p), target)) {
-          if (global_timer_ns() - t0 > args.timeout_ns) {
-            report_timeout(I, t, s, seen, target);
-            break;
-          }
-        }
+        debug_spin(p, target, args.debug, args.timeout_ns, args.stage_id, I, t, s, self);
 #else
         while (!reached(ld_acquire(p), target)) {
         }
@@ -129,29 +154,6 @@ struct CuStage {
       if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) red_release_add(args.out_sems + OutPolicy::sem(t), 1u);
     }
   }
-
- private:
-#if defined(CUSYNC_DEBUG)
-  __device__ void report_timeout(int input, Tile t, int s, uint32_t seen, uint32_t target) {
-    DebugRecord* d = args.debug;
-    if (d == nullptr) return;
-    if (atomicCAS(&d->failed, 0, -1) == 0) {
-      d->stage = args.stage_id;
-      d->producer = input;
-      d->tile_x = t.x;
-      d->tile_y = t.y;
-      d->tile_z = t.z;
-      d->sem = s;
-      d->seen = seen;
-      d->expected = target;
-      d->consumer_x = self.x;
-      d->consumer_y = self.y;
-      d->consumer_z = self.z;
-      __threadfence();
-      atomicExch(&d->failed, 1);
-    }
-  }
-#endif
 };
 
 // A stage that never synchronizes: the StreamSync baseline runs the same kernels with it.
