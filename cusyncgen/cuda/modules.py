@@ -89,14 +89,12 @@ def default_tiles(model: str, M: int) -> MlpTiles:
     (tests/cuda_src/README.md). LLaMA's producer needs BN = 64: F = 2752 = 43 * 64, and the
     strided dependency x + F/TileN1 must be a whole tile."""
     small = Tiles(64, 64, 64, 5, 2, 2)
-    # 128x128 tiles use 2x4 warps: with 2x2 warps the kernel sits at the 255-register cap, and its
-    # CUSYNC_DEBUG build with TileSync hit an illegal address on an H200 that compute-sanitizer did
-    # not reproduce (see the notes); 2x4 warps keep every variant under the cap.
-    wide = Tiles(128, 128, 64, 3, 2, 4)
     if model == "gpt3":
         if M <= 64:
             return MlpTiles(small, small)
-        return MlpTiles(wide, wide)
+        if M <= 1024:
+            return MlpTiles(Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 32, 4, 2, 2))
+        return MlpTiles(Tiles(128, 128, 32, 4, 2, 2), Tiles(128, 128, 32, 4, 2, 2))
     if M <= 64:
         return MlpTiles(small, small, 2)
     if M <= 512:

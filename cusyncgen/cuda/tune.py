@@ -26,9 +26,13 @@ _REGIMES = (1, 256, 4096)
 
 
 def tile_candidates(model: str, M: int) -> list[MlpTiles]:
-    """The default tiles for M and those of the neighbouring size regime."""
+    """The default tiles for M, those of the neighbouring size regime and, for GPT-3, 128x128
+    tiles with 2x4 warps in both GeMMs."""
     base = default_tiles(model, M)
     out = [base]
+    wide = Tiles(128, 128, 64, 3, 2, 4)
+    if model == "gpt3" and M > 64 and MlpTiles(wide, wide) != base:
+        out.append(MlpTiles(wide, wide))
     for m in _REGIMES:
         t = default_tiles(model, m)
         if t not in out and abs(_REGIMES.index(m) - _regime(M)) == 1:
