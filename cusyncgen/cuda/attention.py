@@ -53,20 +53,13 @@ class SoftmaxArgs(ctypes.Structure):
                 ("keep_scale", ctypes.c_float), ("seed", ctypes.c_uint32)]
 
 
-def _priority_range() -> tuple[int, int]:
-    """(least, greatest) stream priority (CuPy 14 lacks the runtime wrapper; the driver has it)."""
-    if hasattr(driver, "stream_priority_range"):
-        return driver.stream_priority_range()
-    return tuple(cupy.cuda.runtime.deviceGetStreamPriorityRange())
-
-
 class MultiChain:
     """Orderings of a chain of kernels (chain.Config names): StreamSync, PDL alone, and the tile
     policies with the paper's wait-kernel (a stream per kernel, priorities falling along the
     chain) or with PDL (one stream, each kernel PDL-launched)."""
 
     def __init__(self, n: int, wait_kernel):
-        lo, hi = _priority_range()
+        lo, hi = driver.stream_priority_range()
         self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(hi + i, lo)) for i in range(n)]
         self.wait_kernel = wait_kernel
         self.fork = cupy.cuda.Event(disable_timing=True)
