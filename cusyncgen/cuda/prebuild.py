@@ -16,12 +16,14 @@ from cusyncgen.cuda import build
 TEST_SIZES = (1, 300)
 
 
-def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None):
+def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None, tune=False):
     from cusyncgen.cuda import modules as mlp
+    from cusyncgen.cuda.tune import tile_candidates
     out = []
     for model in mlp.MODELS:
         for M in bench_sweep:
-            out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M))[0])
+            for tiles in tile_candidates(model, M) if tune else [mlp.default_tiles(model, M)]:
+                out.append(mlp.module_source(mlp.MODELS[model], M, tiles)[0])
         for M in test_sizes:
             out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M), debug=True)[0])
     out.append(mlp.copy_module_source(132 * 8, debug=False))
@@ -46,11 +48,13 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default=build.DEFAULT_ARCH)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--M", default=",".join(map(str, SWEEP)))
+    ap.add_argument("--tune", action="store_true", help="also every tile shape `cusyncgen tune` tries")
     ap.add_argument("--workloads", default=None, help="comma-separated extra workloads (default: all registered)")
     args = ap.parse_args(argv)
     t0 = time.time()
     srcs = sources([int(m) for m in args.M.split(",")],
-                   workloads=None if args.workloads is None else [w for w in args.workloads.split(",") if w])
+                   workloads=None if args.workloads is None else [w for w in args.workloads.split(",") if w],
+                   tune=args.tune)
     paths = build.build_many(srcs, args.arch, args.jobs)
     print(f"{len(paths)} modules ready in {build.cache_dir()} ({time.time() - t0:.0f} s)")
     return 0

@@ -21,27 +21,13 @@ from pathlib import Path
 from cusyncgen.cuda.bench import RESULTS, SWEEP, slug
 from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles
 
-# The tile regimes of default_tiles, by the M that selects each.
-_REGIMES = (1, 256, 4096)
-
-
 def tile_candidates(model: str, M: int) -> list[MlpTiles]:
-    """The default tiles for M, those of the neighbouring size regime and, for GPT-3, 128x128
-    tiles with 2x4 warps in both GeMMs."""
+    """The default tiles for M and, for GPT-3 past M = 64, 128x128 tiles with 2x4 warps in both
+    GeMMs (LLaMA's producer is pinned to BN = 64 by its .dep, and its consumer tiles were already
+    chosen per M by the GeMM's own sweep)."""
     base = default_tiles(model, M)
-    out = [base]
-    wide = Tiles(128, 128, 64, 3, 2, 4)
-    if model == "gpt3" and M > 64 and MlpTiles(wide, wide) != base:
-        out.append(MlpTiles(wide, wide))
-    for m in _REGIMES:
-        t = default_tiles(model, m)
-        if t not in out and abs(_REGIMES.index(m) - _regime(M)) == 1:
-            out.append(t)
-    return out
-
-
-def _regime(M: int) -> int:
-    return 0 if M <= 64 else (1 if M <= 1024 else 2)
+    wide = MlpTiles(Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 64, 3, 2, 4))
+    return [base] + ([wide] if model == "gpt3" and M > 64 and wide != base else [])
 
 
 def tiles_from_dict(d: dict) -> MlpTiles:
