@@ -58,3 +58,21 @@ def test_dispatch_header_compiles_and_selects_like_python(tmp_path):
     out = subprocess.run([str(tmp_path / "a")], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[:5] == ["1 TileSync+PDL+R 64", "2 RowSync+PDL 128", "256 RowSync+PDL 128",
                        "300 StreamSync 128", "5000 StreamSync 128"]
+
+
+def _row(model, M, config, t, correct=True):
+    return {"model": model, "M": M, "config": config, "time_us": t, "speedup_vs_streamsync": 0.0,
+            "correct": correct, "rel_err": 0.0}
+
+
+def test_choice_from_a_bench_is_the_fastest_correct_own_configuration():
+    bench = {"device": "Test GPU", "workload": "conv2d", "rows": [
+        _row("L1", 1, "StreamSync", 10.0), _row("L1", 1, "PDL", 9.5), _row("L1", 1, "RowSync+PDL", 8.0, correct=False),
+        _row("L1", 1, "cuDNN+graph", 5.0), _row("L1", 1, "TileSync", 9.0),
+        _row("L1", 2, "StreamSync", 20.0), _row("L1", 2, "PDL", 21.0), _row("L1", 2, "TileSync", 22.0)]}
+    res = tune.choose_from_bench(bench)
+    got = {(c["model"], c["M"]): (c["config"], c["speedup_vs_streamsync"]) for c in res["choices"]}
+    # a wrong result is never chosen, nor a vendor row; StreamSync itself when nothing beats it
+    assert got == {("L1", 1): ("TileSync", round(10 / 9, 4)), ("L1", 2): ("StreamSync", 1.0)}
+    text = tune.report(res)
+    assert "no wave-model prediction" in text and "tiles are fixed" in text

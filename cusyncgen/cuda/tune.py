@@ -122,31 +122,66 @@ def matches(prediction: dict | None, measured_family: str) -> bool:
     return not no_gain and prediction["policy"] == measured_family
 
 
+VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
+
+
+def choose_from_bench(result: dict) -> dict:
+    """The tuner's choice for a workload whose tiles are fixed (Conv2D, Attention): per (model, size)
+    of a `cusyncgen bench` result, the fastest correct configuration of our kernels, StreamSync and
+    PDL alone included, never a vendor row."""
+    groups: dict = {}
+    for r in result["rows"]:
+        if r["config"] not in VENDOR:
+            groups.setdefault((r["model"], r["M"]), []).append(r)
+    choices = []
+    for (model, M), rows in sorted(groups.items()):
+        base = next(r for r in rows if r["config"] == "StreamSync")
+        best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"])
+        speed = round(base["time_us"] / best["time_us"], 4)
+        choices.append({"model": model, "M": M, "config": best["config"], "tiles": "default", "tile_cfg": None,
+                        "time_us": best["time_us"], "streamsync_us": base["time_us"], "speedup_vs_streamsync": speed,
+                        "speedup_same_tiles": speed, "predicted": None, "measured_family": family(best["config"]),
+                        "prediction_matches": False, "candidates": len(rows)})
+    return {"device": result["device"], "workload": result["workload"], "choices": choices}
+
+
 def geomean(xs) -> float:
     xs = list(xs)
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def report(result: dict) -> str:
-    lines = [f"# cusyncgen tune: mlp on {result['device']}", "",
-             "The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
-             "its speed-up over StreamSync (same kernels, same run), and the wave model's prediction "
-             "(`cusyncgen plan` with the compiled kernels' occupancy). 'speed-up' is over StreamSync with the "
-             "default tiles, 'same tiles' over StreamSync with the chosen tiles (the synchronization's own share). "
-             "A prediction of no gain (<= 1.005x) "
-             "matches a measured best without tile semaphores (StreamSync or PDL alone).", ""]
+    fixed = all(c["tile_cfg"] is None for c in result["choices"])
+    lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""]
+    if fixed:
+        lines += ["The fastest correct configuration per size among those `cusyncgen bench "
+                  f"{result['workload']}` measured (every generated policy x the orderings and R; the tiles "
+                  "are fixed for this workload), StreamSync and PDL alone included, and its speed-up over "
+                  "StreamSync (same kernels, same run).", ""]
+    else:
+        lines += ["The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
+                  "its speed-up over StreamSync (same kernels, same run), and the wave model's prediction "
+                  "(`cusyncgen plan` with the compiled kernels' occupancy). 'speed-up' is over StreamSync with the "
+                  "default tiles, 'same tiles' over StreamSync with the chosen tiles (the synchronization's own share). "
+                  "A prediction of no gain (<= 1.005x) matches a measured best without tile semaphores "
+                  "(StreamSync or PDL alone).", ""]
     for model in sorted({c["model"] for c in result["choices"]}):
         cs = [c for c in result["choices"] if c["model"] == model]
         lines += [f"## {model}", "", "| M | chosen | tiles | time (us) | StreamSync (us) | speed-up | same tiles | predicted (speed-up) | match |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for c in cs:
-            p = c["predicted"] or {}
+            p = c["predicted"]
+            pred = f"{p['policy']} ({(p.get('speedup') or 0):.2f}x)" if p else "-"
+            match = ("yes" if c["prediction_matches"] else "no") if p else "-"
             lines.append(f"| {c['M']} | {c['config']} | {c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
-                         f"{c['speedup_vs_streamsync']:.3f}x | {c.get('speedup_same_tiles', c['speedup_vs_streamsync']):.3f}x | {p.get('policy', '-')} ({(p.get('speedup') or 0):.2f}x) | "
-                         f"{'yes' if c['prediction_matches'] else 'no'} |")
+                         f"{c['speedup_vs_streamsync']:.3f}x | {c.get('speedup_same_tiles', c['speedup_vs_streamsync']):.3f}x | "
+                         f"{pred} | {match} |")
+        predicted = [c for c in cs if c["predicted"]]
         lines += ["", f"Geometric-mean speed-up over StreamSync across the sweep: "
-                  f"{geomean(c['speedup_vs_streamsync'] for c in cs):.3f}x; prediction matches the measured best "
-                  f"policy family at {sum(c['prediction_matches'] for c in cs)} of {len(cs)} sizes.", ""]
+                  f"{geomean(c['speedup_vs_streamsync'] for c in cs):.3f}x"
+                  + (f"; prediction matches the measured best policy family at "
+                     f"{sum(c['prediction_matches'] for c in predicted)} of {len(predicted)} sizes." if predicted else
+                     " (no wave-model prediction for this workload)."), ""]
     return "\n".join(lines)
 
 
@@ -197,12 +232,24 @@ def select(table: dict, model: str, M: int):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="cusyncgen tune", description=__doc__.splitlines()[0])
-    ap.add_argument("workload", choices=["mlp"])
-    ap.add_argument("--models", default="gpt3,llama")
-    ap.add_argument("--M", default=",".join(map(str, SWEEP)))
+    ap.add_argument("workload", choices=["mlp", "conv2d", "attention"])
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--M", default=None)
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="choose from an existing `cusyncgen bench` result instead of measuring (no GPU needed; "
+                         "conv2d and attention)")
     ap.add_argument("--iters", type=int, default=25)
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    if args.from_json is not None:
+        if args.workload == "mlp":
+            ap.error("--from-json is for conv2d and attention (the MLP tune also varies tile shapes)")
+        try:
+            res = choose_from_bench(json.loads(args.from_json.read_text()))
+        except (OSError, ValueError, KeyError, StopIteration) as exc:
+            print(f"cusyncgen tune: error: {args.from_json}: not a bench result ({exc})", file=sys.stderr)
+            return 1
+        return _write(res, args.out_dir, slug(res["device"]))
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
@@ -211,9 +258,24 @@ def main(argv=None) -> int:
     from cusyncgen.cuda import driver
     dev = slug(driver.device_name())
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    res = tune_mlp([m for m in args.models.split(",") if m in MODELS], [int(m) for m in args.M.split(",")],
-                   args.iters, args.out_dir / f"tune-cache-{dev}.json")
-    stem = args.out_dir / f"tune-mlp-{dev}"
+    if args.workload == "mlp":
+        res = tune_mlp([m for m in (args.models or "gpt3,llama").split(",") if m in MODELS],
+                       [int(m) for m in (args.M or ",".join(map(str, SWEEP))).split(",")],
+                       args.iters, args.out_dir / f"tune-cache-{dev}.json")
+    else:
+        import importlib
+
+        from cusyncgen.cuda.bench import WORKLOADS
+        mod, fn = WORKLOADS[args.workload].split(":")
+        sweep = [int(m) for m in args.M.split(",")] if args.M else None
+        res = choose_from_bench(getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep,
+                                                                            iters=args.iters))
+    return _write(res, args.out_dir, dev)
+
+
+def _write(res: dict, out_dir: Path, dev: str) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"tune-{res['workload']}-{dev}"
     Path(f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
     Path(f"{stem}.md").write_text(report(res) + "\n")
     Path(f"{stem}.h").write_text(dispatch_header(res))
