@@ -145,6 +145,46 @@ struct CuStage {
     }
   }
 
+  // Waits for the producer tiles ts[0..n) of input I together: one thread issues the loads of
+  // every semaphore not already seen complete at once (one round trip instead of n), spins on
+  // those not yet posted, and the block meets one barrier. Semaphores equal to the last one waited
+  // on are skipped (RowSync waits once per row); nothing to wait on means no barrier at all.
+  template <int I = 0, int N>
+  __device__ __forceinline__ void wait_all(const Tile (&ts)[N], int n) {
+    using P = typename conditional<I == 0, InPolicy0, InPolicy1>::type;
+    if constexpr (P::num_sems == 0) {
+      return;
+    } else {
+      int& last = (I == 0) ? last_sem0 : last_sem1;
+      bool fresh = false;
+#pragma unroll
+      for (int i = 0; i < N; ++i) fresh |= (i < n) && P::sem(ts[i]) != last;
+      if (!fresh) return;
+      if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        const uint32_t* sems = (I == 0) ? args.in_sems0 : args.in_sems1;
+        uint32_t seen[N];
+#pragma unroll
+        for (int i = 0; i < N; ++i) seen[i] = (i < n && P::sem(ts[i]) != last) ? ld_relaxed(sems + P::sem(ts[i])) : 0u;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          if (i >= n || P::sem(ts[i]) == last) continue;
+          const uint32_t target = static_cast<uint32_t>(P::value(ts[i])) * epoch;
+          if (reached(seen[i], target)) continue;
+#if defined(CUSYNC_DEBUG)
+          debug_spin(sems + P::sem(ts[i]), target, args.debug, args.timeout_ns, args.stage_id, I, ts[i],
+                     P::sem(ts[i]), self);
+#else
+          while (!reached(ld_relaxed(sems + P::sem(ts[i])), target)) {
+          }
+#endif
+        }
+        fence_acquire();
+      }
+      last = P::sem(ts[n - 1]);
+      __syncthreads();
+    }
+  }
+
   // Publishes tile `t` once every thread of the block has stored its part of it.
   __device__ __forceinline__ void post(Tile t) {
     if constexpr (OutPolicy::num_sems == 0) {

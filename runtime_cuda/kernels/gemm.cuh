@@ -212,6 +212,15 @@ __device__ __forceinline__ uint32_t swiglu2(uint32_t g, uint32_t u) {
   }
 }
 
+// Producer tiles waited on together by stages that offer wait_all.
+constexpr int kWaitGroup = 4;
+
+template <class S, class = void>
+struct has_wait_all : std::false_type {};
+template <class S>
+struct has_wait_all<S, std::void_t<decltype(std::declval<S&>().wait_all(std::declval<const cusync::Tile (&)[1]>(), 0))>>
+    : std::true_type {};
+
 }  // namespace detail
 
 template <class Cfg, class StageT>
@@ -253,7 +262,29 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
 
   // A k-block [k0, k0+BK) lies inside producer tile k0 / ProdBN (ProdBN % BK == 0, F % BK == 0), so
   // the wait is issued only at the first k-block of each producer tile (waits are uniform over the block).
+  // A stage with wait_all (cusync::CuStage) waits for kWaitGroup producer tiles at a time, with one
+  // round trip and one barrier: a wait costs about half a microsecond even when its tile is ready.
   auto wait_a = [&](int k0) {
+    if constexpr (detail::has_wait_all<StageT>::value) {
+      if (!SWIGLU || F % Cfg::ProdBN == 0) {
+        constexpr int G = detail::kWaitGroup;
+        if (k0 % (G * Cfg::ProdBN) != 0) return;
+        const int p0 = k0 / Cfg::ProdBN;
+        const int n = min(G, (args.K - k0 + Cfg::ProdBN - 1) / Cfg::ProdBN);
+        cusync::Tile ts[SWIGLU ? 2 * G : G];
+        CUTE_UNROLL
+        for (int i = 0; i < G; ++i) {
+          if constexpr (SWIGLU) {
+            ts[2 * i] = cusync::Tile{p0 + i, t.y, 0};
+            ts[2 * i + 1] = cusync::Tile{p0 + i + F / Cfg::ProdBN, t.y, 0};
+          } else {
+            ts[i] = cusync::Tile{p0 + i, t.y, 0};
+          }
+        }
+        stage.wait_all(ts, SWIGLU ? 2 * n : n);
+        return;
+      }
+    }
     if (k0 == 0 || k0 % Cfg::ProdBN == 0) stage.wait(cusync::Tile{k0 / Cfg::ProdBN, t.y, 0});
     if constexpr (SWIGLU) {
       if (k0 == 0 || (k0 + F) % Cfg::ProdBN == 0) stage.wait(cusync::Tile{(k0 + F) / Cfg::ProdBN, t.y, 0});
