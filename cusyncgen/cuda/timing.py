@@ -37,5 +37,15 @@ def time_graphs(graphs: Sequence, stream: cupy.cuda.Stream, iters: int = 30, war
     return [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
 
 
+def keep_busy(graph, stream: cupy.cuda.Stream, seconds: float) -> None:
+    """Replay `graph` for about `seconds` of wall time (clocks up, caches and TLBs warm)."""
+    import time
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10):
+            graph.launch(stream)
+        stream.synchronize()
+
+
 def median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
