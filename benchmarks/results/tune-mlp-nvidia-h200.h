@@ -7,20 +7,20 @@ namespace cusync_dispatch {
 struct Choice {
   int max_m;           // tuned size
   const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
-  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM
+  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
 };
 
 constexpr Choice mlp_gpt3[] = {
     {1, "RowSync+PDL+T", 64, 64, 64, 1.0136},
-    {16, "RowSync+PDL", 64, 64, 64, 1.0162},
-    {64, "RowSync+PDL", 64, 64, 64, 1.0115},
-    {128, "RowSync+PDL+RT", 128, 128, 128, 1.1267},
-    {256, "PDL", 128, 128, 128, 1.0034},
-    {512, "TileSync", 128, 128, 128, 1.241},
+    {16, "RowSync+PDL", 64, 64, 64, 1.0207},
+    {64, "RowSync+PDL+T", 64, 64, 64, 1.0152},
+    {128, "RowSync+PDL+R", 128, 128, 128, 1.1191},
+    {256, "RowSync+PDL+T", 128, 128, 128, 1.0079},
+    {512, "TileSync", 128, 128, 128, 1.2922},
     {1024, "StreamSync", 128, 128, 128, 1.0},
-    {2048, "StreamSync", 128, 128, 128, 1.0},
-    {4096, "PDL", 128, 128, 128, 1.0144},
+    {2048, "TileSync+PDL", 128, 128, 128, 1.0168},
+    {4096, "StreamSync", 128, 128, 128, 1.0},
 };
 
 inline const Choice& select_mlp_gpt3(int m) {
@@ -30,15 +30,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama[] = {
-    {1, "PDL", 64, 64, 64, 1.0108},
-    {16, "PDL", 64, 64, 64, 1.0067},
-    {64, "PDL", 64, 64, 64, 1.0198},
-    {128, "PDL", 64, 64, 256, 1.0087},
-    {256, "PDL", 64, 64, 256, 1.0055},
-    {512, "PDL", 64, 64, 256, 1.0042},
-    {1024, "PDL", 128, 64, 256, 1.0009},
+    {1, "PDL", 64, 64, 64, 1.0151},
+    {16, "PDL", 64, 64, 64, 1.0183},
+    {64, "PDL", 64, 64, 64, 1.0023},
+    {128, "PDL", 64, 64, 256, 1.009},
+    {256, "StreamSync", 64, 64, 256, 1.0},
+    {512, "StreamSync", 64, 64, 256, 1.0},
+    {1024, "StreamSync", 128, 64, 256, 1.0},
     {2048, "StreamSync", 128, 64, 256, 1.0},
-    {4096, "StreamSync", 128, 64, 256, 1.0},
+    {4096, "PDL", 128, 64, 256, 1.0006},
 };
 
 inline const Choice& select_mlp_llama(int m) {
