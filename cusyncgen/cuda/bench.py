@@ -158,7 +158,6 @@ def bench_mlp(models, sweep, iters: int, out_dir: Path, progress=True) -> dict:
 
 def gemm_throughput(mlp, bufs, outs, stream, iters) -> dict:
     """The first GeMM alone (plain kernel) against cuBLAS on the same operands."""
-    import cupy
     import torch
 
     from cusyncgen.cuda import baselines, timing

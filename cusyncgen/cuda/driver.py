@@ -165,8 +165,7 @@ def sm_count() -> int:
 
 
 def arch() -> str:
-    major, minor = cupy.cuda.Device().compute_capability[:1], cupy.cuda.Device().compute_capability[1:]
-    cc = f"{major}{minor}"
+    cc = cupy.cuda.Device().compute_capability  # e.g. "90"
     return "sm_90a" if cc == "90" else f"sm_{cc}"
 
 

@@ -17,16 +17,16 @@ TEST_SIZES = (1, 300)
 
 
 def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None, tune=False):
-    from cusyncgen.cuda import modules as mlp
+    from cusyncgen.cuda import modules
     from cusyncgen.cuda.tune import tile_candidates
     out = []
-    for model in mlp.MODELS:
+    for model in modules.MODELS:
         for M in bench_sweep:
-            for tiles in tile_candidates(model, M) if tune else [mlp.default_tiles(model, M)]:
-                out.append(mlp.module_source(mlp.MODELS[model], M, tiles)[0])
+            for tiles in tile_candidates(model, M) if tune else [modules.default_tiles(model, M)]:
+                out.append(modules.module_source(modules.MODELS[model], M, tiles)[0])
         for M in test_sizes:
-            out.append(mlp.module_source(mlp.MODELS[model], M, mlp.default_tiles(model, M), debug=True)[0])
-    out.append(mlp.copy_module_source(132 * 8, debug=False))
+            out.append(modules.module_source(modules.MODELS[model], M, modules.default_tiles(model, M), debug=True)[0])
+    out.append(modules.copy_module_source(132 * 8, debug=False))
     import importlib
     import importlib.util
     from cusyncgen.cuda.bench import WORKLOADS
@@ -37,8 +37,8 @@ def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None, tune=False):
         if importlib.util.find_spec(name) is None:
             continue  # that workload has no module sources yet
         out.extend(importlib.import_module(name).prebuild_sources())
-    out.append(mlp.copy_module_source(3 * 132 + 17, debug=True))
-    out.append(mlp.copy_module_source(40, debug=True))
+    out.append(modules.copy_module_source(3 * 132 + 17, debug=True))
+    out.append(modules.copy_module_source(40, debug=True))
     return out
 
 
