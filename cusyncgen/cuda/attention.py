@@ -145,7 +145,7 @@ class Attention:
         k = self.module.kernel
         self.k = {"qkv": k("attn_qkv", sh.gemm_threads, sh.gemm_smem), "pgemm": k("attn_pgemm", sh.gemm_threads, sh.gemm_smem),
                   "softmax": k("attn_softmax", 256), "rv": k("attn_rv", 256),
-                  "out": k("attn_out", sh.gemm_threads, sh.gemm_smem), "out_R": k("attn_out_R", sh.gemm_threads, sh.gemm_smem)}
+               "out": k("attn_out", sh.gemm_threads, sh.gemm_smem), "out_R": k("attn_out_R", sh.gemm_threads, sh.gemm_smem)}
         self.chain = MultiChain(5, k("cusync_wait_kernel", 1))
         self.index = role_index(sh, self.compiled, self.ns)
         self.policy_names = list(configs(self.compiled))
@@ -185,12 +185,14 @@ class Attention:
         if sh.Sp:
             cache[: sh.Sp * sh.B] = rnd(sh.Sp * sh.B, 3 * sh.D).to(f16)
         Z = sh.B * sh.NH
-        return {"x": x, "wqkv": wqkv, "wo": wo, "cache": cache, "cached": cache[: sh.Sp * sh.B].clone(),
-                "P": torch.empty(Z, sh.S, sh.Npad, device=dev, dtype=f16),
-                "R": torch.empty(Z, sh.S, sh.Npad, device=dev, dtype=f16),
-                "T": torch.empty(sh.M, sh.D, device=dev, dtype=f16),
-                "out": torch.empty(sh.M, sh.H, device=dev, dtype=f16),
-                "seed": 12345 + seed}
+        b = {"x": x, "wqkv": wqkv, "wo": wo, "cache": cache, "cached": cache[: sh.Sp * sh.B].clone(),
+             "P": torch.empty(Z, sh.S, sh.Npad, device=dev, dtype=f16),
+             "R": torch.empty(Z, sh.S, sh.Npad, device=dev, dtype=f16),
+             "T": torch.empty(sh.M, sh.D, device=dev, dtype=f16),
+             "out": torch.empty(sh.M, sh.H, device=dev, dtype=f16),
+             "seed": 12345 + seed}
+        _sync()  # made on torch's stream; the chain runs on others, which must not race the init
+        return b
 
     def poison(self, b: dict) -> None:
         sh = self.shape
