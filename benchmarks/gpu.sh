@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU path in one command, for an H100/H200 machine that has CUDA, CuPy and PyTorch but may
 # lack lark and nvidia-cutlass and any package index:
-#   bash benchmarks/gpu.sh [tests|bench|all]      (default: all)
+#   bash benchmarks/gpu.sh [tests|bench|all|timeline]      (default: all; timeline: diagnostics only)
 # Installs the wheels carried in .whl/ (if any) into /tmp/site, compiles every module in
 # parallel into the cubin cache, runs the GPU tests, then the benchmarks. One log (run.log) and
 # the results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
 # Knobs: PREBUILD_ARGS (e.g. "--workloads conv2d"), TESTS (default: every GPU test),
 # BENCHES (default "overhead mlp conv2d attention"), BENCH_ARGS (e.g. "--M 1,256"),
-# SAVE_CACHE=1 (tar the cubin cache into $OUT to carry it to the next machine).
+# SAVE_CACHE=1 (tar the cubin cache into $OUT to carry it to the next machine),
+# TIMELINES (per-block timelines of MLP chains, e.g. "llama:1,256 gpt3:128"; TIMELINE_CONFIGS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -27,15 +28,24 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 status=0
 # shellcheck disable=SC2086
 $PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
-if [ "$what" != bench ]; then
+if [ "$what" = tests ] || [ "$what" = all ]; then
   # shellcheck disable=SC2086
   timeout 420 $PY -m pytest -m gpu ${TESTS:-tests} -q -rs -p no:cacheprovider 2>&1 | tee -a "$LOG" || status=1
 fi
-if [ "$what" != tests ]; then
+if [ "$what" != tests ] && [ "$what" != timeline ]; then
   for b in ${BENCHES:-overhead mlp conv2d attention}; do
     # shellcheck disable=SC2086
     timeout 540 $PY -m cusyncgen.cuda.bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
   done
+fi
+if [ -n "${TIMELINES:-}" ]; then
+  mkdir -p "$OUT/timeline"
+  for spec in $TIMELINES; do
+    # shellcheck disable=SC2086
+    timeout 300 $PY -m cusyncgen.cuda.timeline --model "${spec%%:*}" --M "${spec#*:}" -o "$OUT/timeline" \
+      ${TIMELINE_CONFIGS:+--configs "$TIMELINE_CONFIGS"} ${TIMELINE_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+  done
+  tar -czf "$OUT/timeline.tar.gz" -C "$OUT" timeline && rm -rf "$OUT/timeline"
 fi
 if [ "${SAVE_CACHE:-0}" = 1 ]; then
   tar --exclude='src-*' -czf "$OUT/cache.tar.gz" -C "$(dirname "$CUSYNCGEN_CACHE")" "$(basename "$CUSYNCGEN_CACHE")"

@@ -17,16 +17,19 @@ if ok:
 _mlps = {}
 
 
-def _mlp(model, M):
-    if (model, M) not in _mlps:
-        _mlps[(model, M)] = MLP(model, M, debug=True)
-    return _mlps[(model, M)]
+def _mlp(model, M, sync_warp=None):
+    if (model, M, sync_warp) not in _mlps:
+        _mlps[(model, M, sync_warp)] = MLP(model, M, debug=True, sync_warp=sync_warp)
+    return _mlps[(model, M, sync_warp)]
 
 
 @pytest.mark.parametrize("model", ["gpt3", "llama"])
 @pytest.mark.parametrize("M", [1, 300])
-def test_every_policy_and_option_matches_the_reference(model, M):
-    mlp = _mlp(model, M)
+@pytest.mark.parametrize("sync_warp", [None, True], ids=["auto", "syncwarp"])
+def test_every_policy_and_option_matches_the_reference(model, M, sync_warp):
+    mlp = _mlp(model, M, sync_warp)
+    if sync_warp:  # forced wherever the module has a sync-warp consumer (<= 4 compute warps)
+        assert mlp.sync_warp_used == (mlp.tiles.g2.threads <= 128)
     assert {"TileSync", "RowSync"} <= set(mlp.policy_names)
     if model == "llama":
         assert "StridedSync" in mlp.policy_names
@@ -78,3 +81,34 @@ def test_torch_tensors_in_and_out():
     z = mlp(torch.from_dlpack(x), Config("RowSync", "pdl"), weights=(torch.from_dlpack(w1), torch.from_dlpack(w2)))
     cupy.cuda.get_current_stream().synchronize()
     assert rel_err(z, mlp.reference(x, w1, w2)) < 2e-2
+
+
+def test_sync_warp_only_where_it_costs_no_occupancy():
+    from cusyncgen.cuda import driver
+    for (model, M, sw), mlp in list(_mlps.items()) or [((m, 1, None), _mlp(m, 1)) for m in ("gpt3", "llama")]:
+        if sw is None and mlp.sync_warp_used:
+            name = mlp.policy_names[0]
+            plain = driver.max_active_blocks(mlp._kernel(f"gemm2_{name}"))
+            assert driver.max_active_blocks(mlp.kernels[name][1]) >= plain, (model, M)
+
+
+def test_sync_warp_wait_that_cannot_complete_times_out():
+    from cusyncgen.cuda.mlp import _gemm_args
+    from cusyncgen.cuda.stages import CusyncTimeoutError
+    mlp = MLP("llama", 1, debug=True, sync_warp=True)  # own stages: a consumer launched alone unpairs them
+    assert mlp.sync_warp_used
+    prod, cons = mlp._stages["TileSync"]
+    cons.timeout_ns = 20_000_000
+    stream = cupy.cuda.Stream()
+    with stream:
+        x, w1, w2 = mlp.buffers(seed=5)
+        y, z = mlp.outputs()
+        m = mlp.model
+        k2 = mlp.kernels["TileSync"][1]
+        # The consumer alone: its producer never posts, so the sync warp must give up, not hang.
+        k2.launch(mlp.grid2, [_gemm_args(y, w2, z, mlp.M, m.N2, m.K2, m.K2), cons.args()], stream)
+        stream.synchronize()
+    with pytest.raises(CusyncTimeoutError) as err:
+        cons.raise_if_timed_out()
+    msg = str(err.value)
+    assert "stage 'gemm2'" in msg and "of 'gemm1'" in msg and "expected" in msg

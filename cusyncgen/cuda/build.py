@@ -84,6 +84,17 @@ def _headers_digest(root: Path, text: str) -> str:
     return h.hexdigest()
 
 
+def runtime_digest() -> str:
+    """A hash of every runtime and kernel header: what measured results depend on besides the
+    generated sources (the tuner keys its cache of measurements on it)."""
+    root = runtime_include_dir()
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".h", ".cuh")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class Source:
     """One translation unit: its text and the extra headers (name -> text) it includes."""

@@ -13,33 +13,14 @@ tile loads), plus Hopper's programmatic dependent launch:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import cupy
 
 from cusyncgen.cuda import driver
+from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config  # noqa: F401  (re-exported)
 from cusyncgen.cuda.stages import Stage
 
-
-@dataclass(frozen=True)
-class Config:
-    policy: str | None          # None: StreamSync / PDL-alone (plain kernels)
-    ordering: str = "waitkernel"  # "stream", "pdl_alone", "waitkernel", "pdl", "none"
-    custom_order: bool = True
-    reorder: bool = False
-
-    @property
-    def name(self) -> str:
-        if self.policy is None:
-            return "StreamSync" if self.ordering == "stream" else "PDL"
-        opts = ("W" if self.ordering == "none" else "") + ("R" if self.reorder else "") + ("" if self.custom_order else "T")
-        name = self.policy + ("+PDL" if self.ordering == "pdl" else "")
-        return name + (f"+{opts}" if opts else "")
-
-
-STREAM_SYNC = Config(None, "stream", False)
-PDL_ALONE = Config(None, "pdl_alone", False)
 
 Launch = Callable[[cupy.cuda.Stream, object, bool], None]  # (stream, StageArgs, pdl) -> None
 

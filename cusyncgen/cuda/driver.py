@@ -72,8 +72,11 @@ class Kernel:
     threads: int
     smem: int
 
-    def launch(self, grid, args, stream, pdl: bool = False) -> None:
-        launch(self.function, grid, (self.threads, 1, 1), self.smem, stream, args, pdl)
+    def launch(self, grid, args, stream, pdl: bool = False, smem: int | None = None) -> None:
+        """smem: dynamic shared memory for this launch, at least the kernel's own (padding limits
+        how many blocks share an SM; the function's opt-in limit must allow it)."""
+        launch(self.function, grid, (self.threads, 1, 1), self.smem if smem is None else max(smem, self.smem),
+               stream, args, pdl)
 
 
 class Module:
@@ -174,6 +177,17 @@ class GemmArgs(ctypes.Structure):
 
     _fields_ = [("A", ctypes.c_void_p), ("B", ctypes.c_void_p), ("C", ctypes.c_void_p)] + [
         (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")]
+
+
+def spread_smem(producer_smem: int, consumer_smem: int) -> int:
+    """Dynamic shared memory for a consumer block that lets it share an SM with one producer block
+    but never with another consumer block; 0 when no such size exists on this GPU."""
+    attrs = cupy.cuda.Device().attributes
+    per_sm = int(attrs["MaxSharedMemoryPerMultiprocessor"])
+    per_block = int(attrs["MaxSharedMemoryPerBlockOptin"])
+    reserved, static = 1024, 256  # the runtime's per-block reservation, and our static __shared__ words
+    pad = min(per_block - static, per_sm - (producer_smem + reserved + static) - (reserved + static))
+    return pad if pad >= consumer_smem and 2 * (pad + reserved + static) > per_sm else 0
 
 
 def max_active_blocks(kernel: Kernel) -> int:

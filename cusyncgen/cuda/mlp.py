@@ -28,25 +28,51 @@ class MLP:
     M: int
     tiles: MlpTiles | None = None
     debug: bool = False
+    timeline: bool = False   # CUSYNC_TIMELINE build: per-block times (cusyncgen.cuda.timeline)
+    # Consumers wait in a sync warp of their own (gemm.cuh) -- None: when the module has one (<= 4
+    # compute warps) and it costs no occupancy; True: whenever the module has one; False: never.
+    sync_warp: bool | None = None
     arch: str | None = None
     _stages: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.model = MODELS[self.model_name]
         self.tiles = self.tiles or default_tiles(self.model_name, self.M)
-        src, self.policies = module_source(self.model, self.M, self.tiles, self.debug)
+        src, self.policies = module_source(self.model, self.M, self.tiles, self.debug, self.timeline,
+                                                self.sync_warp is not False)
         self.module = driver.Module(build.build(src, self.arch or driver.arch()))
         self.kernels = {None: (self._kernel("gemm1_plain"), self._kernel("gemm2_plain"), None)}
-        for name, _ in self.policies:
-            self.kernels[name] = (self._kernel(f"gemm1_{name}"), self._kernel(f"gemm2_{name}"),
-                                  self._kernel(f"gemm2_{name}_R"))
-        self.chain = Chain(self.module.kernel("cusync_wait_kernel", 1))
         rows = -(-self.M // self.tiles.BM)
         self.grid1 = (self.model.N1 // self.tiles.g1.BN, rows, 1)
         self.grid2 = (self.model.N2 // self.tiles.g2.BN, rows, 1)
-        self.plain = (Stage("gemm1", 0, 0), Stage("gemm2", 1, 0))
+        # The consumers wait in a sync warp when the module has one (<= 4 compute warps) and it
+        # costs no occupancy (or when forced); else thread 0 of the compute warps waits (gemm.cuh).
+        self.sync_warp_used = False
+        if self.policies and self.sync_warp is not False and self.module.constant_int("has_sync_warp"):
+            first = self.policies[0][0]
+            self.sync_warp_used = self.sync_warp or (driver.max_active_blocks(self._kernel(f"gemm2_{first}_S"))
+                                                     >= driver.max_active_blocks(self._kernel(f"gemm2_{first}")))
+        sw = "S" if self.sync_warp_used else ""
+        for name, _ in self.policies:
+            self.kernels[name] = (self._kernel(f"gemm1_{name}"), self._kernel(f"gemm2_{name}" + (f"_{sw}" if sw else "")),
+                                  self._kernel(f"gemm2_{name}_R{sw}"))
+        # A consumer launched before its producer ends (every ordering but StreamSync) takes the SMs
+        # left free at that moment: when its grid fits one wave at one block per SM, two of its blocks
+        # could share an SM (seen on the H200: GPT-3 M=128, 96 blocks on 84 SMs, 13% slower). It
+        # is then launched with its shared memory padded so that no two of its blocks fit on an SM.
+        self.spread_smem = 0
+        if self.grid2[0] * self.grid2[1] <= driver.sm_count():
+            k1, k2, _ = self.kernels[self.policies[0][0]] if self.policies else self.kernels[None]
+            if driver.max_active_blocks(k2) > 1:
+                self.spread_smem = driver.spread_smem(k1.smem, k2.smem)
+        if self.spread_smem:
+            for k in (k for ks in self.kernels.values() for k in ks[1:] if k is not None):
+                k.function.max_dynamic_shared_size_bytes = self.spread_smem
+        self.chain = Chain(self.module.kernel("cusync_wait_kernel", 1))
+        n1, n2 = (self.grid1[0] * self.grid1[1], self.grid2[0] * self.grid2[1]) if self.timeline else (0, 0)
+        self.plain = (Stage("gemm1", 0, 0, timeline_blocks=n1), Stage("gemm2", 1, 0, timeline_blocks=n2))
         for name, num_sems in self.policies:
-            p, c = Stage("gemm1", 0, num_sems), Stage("gemm2", 1, 0)
+            p, c = Stage("gemm1", 0, num_sems, timeline_blocks=n1), Stage("gemm2", 1, 0, timeline_blocks=n2)
             c.depends_on(p, 0, "gemm1")
             self._stages[name] = (p, c)
 
@@ -84,9 +110,10 @@ class MLP:
         a1 = _gemm_args(x, w1, y, self.M, m.N1, m.K1, 0)
         a2 = _gemm_args(y, w2, z, self.M, m.N2, m.K2, m.K2 if m.swiglu else 0)
         g1, g2 = self.grid1, self.grid2
+        smem2 = self.spread_smem if self.spread_smem and cfg.ordering != "stream" else None
         self.chain.run(stream, cfg, p, c,
                        lambda s, sa, pdl: k1.launch(g1, [a1, sa], s, pdl),
-                       lambda s, sa, pdl: k2.launch(g2, [a2, sa], s, pdl),
+                       lambda s, sa, pdl: k2.launch(g2, [a2, sa], s, pdl, smem=smem2),
                        g1[0] * g1[1], g2[0] * g2[1])
 
     def __call__(self, x, cfg: Config = Config("RowSync"), weights=None):

@@ -48,9 +48,9 @@ class Tiles:
     warps_m: int = 2
     warps_n: int = 2
 
-    def cfg(self, epilogue: str, swiglu: int, reorder: bool, prod_bn: int) -> str:
+    def cfg(self, epilogue: str, swiglu: int, reorder: bool, prod_bn: int, sync_warp: bool = False) -> str:
         return (f"cusync_kernels::GemmConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, {self.warps_m}, "
-                f"{self.warps_n}, {epilogue}, {swiglu}, {str(reorder).lower()}, {prod_bn}>")
+                f"{self.warps_n}, {epilogue}, {swiglu}, {str(reorder).lower()}, {prod_bn}, {str(sync_warp).lower()}>")
 
     @property
     def label(self) -> str:
@@ -123,9 +123,9 @@ def compile_dep(model: Model, M: int, tiles: MlpTiles):
 
 KERNEL_MACRO = r"""
 #define CUSYNC_MLP_GEMM(NAME, CFG, STAGE)                                                   \
-  extern "C" __device__ const int NAME##_threads = CFG::kThreads;                           \
+  extern "C" __device__ const int NAME##_threads = CFG::kBlockThreads;                      \
   extern "C" __device__ const int NAME##_smem = CFG::kSmemBytes;                            \
-  extern "C" __global__ void __launch_bounds__(CFG::kThreads)                               \
+  extern "C" __global__ void __launch_bounds__(CFG::kBlockThreads)                          \
       NAME(cusync_kernels::GemmArgs args, cusync::StageArgs stage_args) {                   \
     extern __shared__ __align__(128) char smem[];                                           \
     STAGE stage(stage_args);                                                                \
@@ -134,20 +134,34 @@ KERNEL_MACRO = r"""
 """
 
 
-def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False):
+# Consumers get a sync warp (gemm.cuh's GemmConfig::SyncWarp) only with at most 4 compute warps:
+# a 9th warp caps an 8-warp block's registers at 168 (3 warps share a 16K-register SM quarter),
+# which spilled the 8-warp LLaMA consumers (6 KB of spills at 255 registers). With 4 compute warps
+# the sync warp may still cost occupancy; the host then uses the variant without it (MLP.__init__).
+SYNC_WARP_MAX_THREADS = 128
+
+
+def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False, timeline: bool = False,
+                  sync_warp: bool = True):
     """One module per (model, M, tiles): the plain kernels (StreamSync, PDL) and, for every policy
     the compiler generates for g2 <- g1, the posting producer and the waiting consumer (with and
-    without reordered loads)."""
+    without reordered loads; with sync_warp and a consumer of <= 4 warps, also both with a sync
+    warp that does the waits: gemm2_<policy>_S, gemm2_<policy>_RS)."""
     compiled, ns = compile_dep(model, M, tiles)
     policies = [p for p in compiled.policies if p.producer == "g1" and p.consumer == "g2"]
     mode = tiles.swiglu_mode if model.swiglu else 0
+    with_sw = sync_warp and tiles.g2.threads <= SYNC_WARP_MAX_THREADS
+    epi2 = "cusync_kernels::EpiIdentity"
     lines = [f'#include "{ns}.h"', "#include <kernels/gemm.cuh>", KERNEL_MACRO,
              "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)",
              f"using Cfg1 = {tiles.g1.cfg(model.epilogue1, 0, False, tiles.g1.BN)};",
-             f"using Cfg2 = {tiles.g2.cfg('cusync_kernels::EpiIdentity', mode, False, tiles.g1.BN)};",
-             f"using Cfg2R = {tiles.g2.cfg('cusync_kernels::EpiIdentity', mode, True, tiles.g1.BN)};",
+             f"using Cfg2 = {tiles.g2.cfg(epi2, mode, False, tiles.g1.BN)};",
+             f"using Cfg2R = {tiles.g2.cfg(epi2, mode, True, tiles.g1.BN)};",
              f"CUSYNC_MLP_GEMM(gemm1_plain, Cfg1, cusync::PlainStage<{ns}::g1_order>)",
              f"CUSYNC_MLP_GEMM(gemm2_plain, Cfg2, cusync::PlainStage<{ns}::g2_order>)"]
+    if with_sw:
+        lines += [f"using Cfg2S = {tiles.g2.cfg(epi2, mode, False, tiles.g1.BN, True)};",
+                  f"using Cfg2RS = {tiles.g2.cfg(epi2, mode, True, tiles.g1.BN, True)};"]
     names = []
     for p in policies:
         ptype = f"{ns}::{p.dep}_{p.producer}_{p.name}"
@@ -156,10 +170,15 @@ def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False):
                   f"CUSYNC_MLP_GEMM(gemm1_{p.name}, Cfg1, Prod_{p.name})",
                   f"CUSYNC_MLP_GEMM(gemm2_{p.name}, Cfg2, Cons_{p.name})",
                   f"CUSYNC_MLP_GEMM(gemm2_{p.name}_R, Cfg2R, Cons_{p.name})"]
+        if with_sw:
+            lines += [f"CUSYNC_MLP_GEMM(gemm2_{p.name}_S, Cfg2S, Cons_{p.name})",
+                      f"CUSYNC_MLP_GEMM(gemm2_{p.name}_RS, Cfg2RS, Cons_{p.name})"]
         names.append((p.name, p.num_sems))
-    src = build.Source(f"mlp_{model.name}_M{M}_{tiles.label.replace('+', '_')}{'_debug' if debug else ''}",
+    lines.append(f'extern "C" __device__ const int has_sync_warp = {int(with_sw)};')
+    suffix = ("_debug" if debug else "") + ("_timeline" if timeline else "") + ("" if sync_warp else "_nosyncwarp")
+    src = build.Source(f"mlp_{model.name}_M{M}_{tiles.label.replace('+', '_')}{suffix}",
                        "\n".join(lines) + "\n", headers=((f"{ns}.h", compiled.header),),
-                       defines=("CUSYNC_DEBUG",) if debug else ())
+                       defines=(("CUSYNC_DEBUG",) if debug else ()) + (("CUSYNC_TIMELINE",) if timeline else ()))
     return src, names
 
 

@@ -22,7 +22,8 @@ class Stage:
     ticket counter, so repeated launches and CUDA-graph replays need no memset.
     """
 
-    def __init__(self, name: str, stage_id: int, num_out_sems: int, timeout_ms: float = 2000.0):
+    def __init__(self, name: str, stage_id: int, num_out_sems: int, timeout_ms: float = 2000.0,
+                 timeline_blocks: int = 0):
         self.name = name
         self.stage_id = stage_id
         self.ticket = cupy.zeros(1, dtype=cupy.uint64)
@@ -30,6 +31,8 @@ class Stage:
         self.num_out_sems = num_out_sems
         self.debug = cupy.zeros(len(DEBUG_FIELDS), dtype=cupy.int32)
         self.timeout_ns = int(timeout_ms * 1e6)
+        # CUSYNC_TIMELINE builds: 4 globaltimer words per block of the latest launch (see stage.h).
+        self.timeline = cupy.zeros(4 * timeline_blocks, dtype=cupy.uint64) if timeline_blocks else None
         self.inputs: list[Stage | None] = [None, None]
         self.input_names: list[str] = ["", ""]
 
@@ -45,14 +48,16 @@ class Stage:
             out_sems=self.sems.data.ptr if self.num_out_sems else None,
             in_sems0=ins[0],
             in_sems1=ins[1],
-            debug=self.debug.data.ptr,
-            timeout_ns=self.timeout_ns,
+            debug=self.debug.data.ptr if self.timeline is None else self.timeline.data.ptr,
+            timeout_ns=self.timeout_ns if self.timeline is None else self.timeline.size // 4,
             stage_id=self.stage_id,
             flags=flags,
         )
 
     def raise_if_timed_out(self) -> None:
         """Call after synchronizing: turns the device's debug record into an exception."""
+        if self.timeline is not None:
+            return
         rec = dict(zip(DEBUG_FIELDS, (int(v) for v in self.debug.get())))
         if rec["failed"] == 0:
             return

@@ -39,6 +39,26 @@ struct StageArgs {
 };
 
 #if defined(CUSYNC_DEBUG)
+// Fills the debug record (the first failing block wins).
+static __device__ __noinline__ void report_timeout(DebugRecord* d, int stage_id, int input, Tile t, int s,
+                                                   uint32_t seen, uint32_t target, Tile self) {
+  if (d != nullptr && atomicCAS(&d->failed, 0, -1) == 0) {
+    d->stage = stage_id;
+    d->producer = input;
+    d->tile_x = t.x;
+    d->tile_y = t.y;
+    d->tile_z = t.z;
+    d->sem = s;
+    d->seen = seen;
+    d->expected = target;
+    d->consumer_x = self.x;
+    d->consumer_y = self.y;
+    d->consumer_z = self.z;
+    __threadfence();
+    atomicExch(&d->failed, 1);
+  }
+}
+
 // The CUSYNC_DEBUG wait: spins like the release one but gives up after args.timeout_ns and
 // records what it saw. Kept out of line, so the timeout bookkeeping does not enter the register
 // allocation of the (large) kernels that wait.
@@ -49,21 +69,7 @@ static __device__ __noinline__ void debug_spin(const uint32_t* p, uint32_t targe
   uint32_t seen;
   while (!reached(seen = ld_acquire(p), target)) {
     if (global_timer_ns() - t0 > timeout_ns) {
-      if (d != nullptr && atomicCAS(&d->failed, 0, -1) == 0) {
-        d->stage = stage_id;
-        d->producer = input;
-        d->tile_x = t.x;
-        d->tile_y = t.y;
-        d->tile_z = t.z;
-        d->sem = s;
-        d->seen = seen;
-        d->expected = target;
-        d->consumer_x = self.x;
-        d->consumer_y = self.y;
-        d->consumer_z = self.z;
-        __threadfence();
-        atomicExch(&d->failed, 1);
-      }
+      report_timeout(d, stage_id, input, t, s, seen, target, self);
       return;
     }
   }
@@ -85,6 +91,13 @@ struct CuStage {
   uint32_t epoch;     // launches of this stage so far, this one included (mod 2^32)
   Tile self;          // the tile this block computes
   int last_sem0, last_sem1;
+#if defined(CUSYNC_TIMELINE)
+  // CUSYNC_TIMELINE builds (diagnostics, cusyncgen.cuda.timeline): thread 0 of every block writes
+  // {start, end of its last wait, end, smid | tile} (globaltimer ns) to args.debug, reinterpreted as
+  // unsigned long long[4 * capacity] with capacity = args.timeout_ns, slot = ticket % capacity.
+  unsigned long long tl_ticket;
+  long long tl_start, tl_wait;
+#endif
 
   __host__ __device__ CuStage() {}
   __host__ __device__ explicit CuStage(StageArgs a) : args(a), epoch(0), self{0, 0, 0}, last_sem0(-1), last_sem1(-1) {}
@@ -94,19 +107,46 @@ struct CuStage {
   // CUDA-graph replays.
   static constexpr bool synchronizes =
       OutPolicy::num_sems != 0 || InPolicy0::num_sems != 0 || InPolicy1::num_sems != 0;
+  static constexpr bool waits = InPolicy0::num_sems != 0 || InPolicy1::num_sems != 0;
 
-  __device__ __forceinline__ Tile start() {
+  // `waiter`: the thread that will wait (thread 0, or the sync warp's lane 0 in kernels that have
+  // one). Without the custom order no other thread needs the ticket: a stage that only posts
+  // counts its block with a fire-and-forget atomic (for the wait-kernel), and a waiting one takes
+  // its ticket in `waiter` alone, so no block barrier delays the start of the main loop.
+  __device__ __forceinline__ Tile start(int waiter = 0) {
     __shared__ unsigned long long s_ticket;
+#if defined(CUSYNC_TIMELINE)
+    tl_start = global_timer_ns();
+    tl_wait = 0;
+    constexpr bool timeline = true;
+#else
+    constexpr bool timeline = false;
+#endif
     if (args.flags & kPdlWait) pdl_wait_producer_grid();
     if (args.flags & kPdlTrigger) pdl_launch_dependents();
-    if (!synchronizes && !(args.flags & kCustomOrder)) {
-      // Nothing to count: the plain kernel, as StreamSync runs it.
+    if (!timeline && !(args.flags & kCustomOrder)) {
       self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+      last_sem0 = -1;
+      last_sem1 = -1;
+      if constexpr (synchronizes) {
+        // Nothing to count in the plain kernel, as StreamSync runs it.
+        const int tid = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+        if (tid == waiter) {
+          if constexpr (waits) {
+            epoch = static_cast<uint32_t>(atomicAdd(args.ticket, 1ull) / static_cast<unsigned long long>(num_tiles) + 1ull);
+          } else {
+            atomicAdd(args.ticket, 1ull);  // result unused: a reduction, nothing to wait for
+          }
+        }
+      }
       return self;
     }
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) s_ticket = atomicAdd(args.ticket, 1ull);
     __syncthreads();
     const unsigned long long t = s_ticket;
+#if defined(CUSYNC_TIMELINE)
+    tl_ticket = t;
+#endif
     epoch = static_cast<uint32_t>(t / static_cast<unsigned long long>(num_tiles) + 1ull);
     last_sem0 = -1;
     last_sem1 = -1;
@@ -139,6 +179,9 @@ struct CuStage {
 #else
         while (!reached(ld_acquire(p), target)) {
         }
+#endif
+#if defined(CUSYNC_TIMELINE)
+        tl_wait = global_timer_ns();
 #endif
       }
       __syncthreads();
@@ -188,18 +231,65 @@ struct CuStage {
 #endif
         }
         fence_acquire();
+#if defined(CUSYNC_TIMELINE)
+        tl_wait = global_timer_ns();
+#endif
       }
       last = P::sem(ts[n - 1]);
       __syncthreads();
     }
   }
 
+  // One acquire load, no barrier, no spinning: has producer tile `t` of input I been posted in
+  // this launch? For a sync warp whose lanes each watch one tile (the epoch must be known to the
+  // calling thread: start(waiter) with the caller as waiter, or the custom order).
+  template <int I = 0>
+  __device__ __forceinline__ bool poll(Tile t, uint32_t* seen_out = nullptr, uint32_t* target_out = nullptr) const {
+    using P = typename conditional<I == 0, InPolicy0, InPolicy1>::type;
+    if constexpr (P::num_sems == 0) {
+      return true;
+    } else {
+      const uint32_t* sems = (I == 0) ? args.in_sems0 : args.in_sems1;
+      const uint32_t target = static_cast<uint32_t>(P::value(t)) * epoch;
+      const uint32_t seen = ld_acquire(sems + P::sem(t));
+      if (seen_out != nullptr) *seen_out = seen;
+      if (target_out != nullptr) *target_out = target;
+      return reached(seen, target);
+    }
+  }
+
+  template <int I = 0>
+  __device__ __forceinline__ int sem_index(Tile t) const {
+    using P = typename conditional<I == 0, InPolicy0, InPolicy1>::type;
+    if constexpr (P::num_sems == 0) {
+      return -1;
+    } else {
+      return P::sem(t);
+    }
+  }
+
   // Publishes tile `t` once every thread of the block has stored its part of it.
   __device__ __forceinline__ void post(Tile t) {
-    if constexpr (OutPolicy::num_sems == 0) {
-      return;
-    } else {
-      __syncthreads();
+    if constexpr (OutPolicy::num_sems != 0) __syncthreads();
+    post_synced(t);
+  }
+
+  // post() for a caller that has already synchronized the threads that stored the tile (a named
+  // barrier, in kernels whose sync warp has left): thread 0 posts, no barrier here.
+  __device__ __forceinline__ void post_synced(Tile t) {
+#if defined(CUSYNC_TIMELINE)
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 && args.debug != nullptr && args.timeout_ns > 0) {
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      auto* rec = reinterpret_cast<unsigned long long*>(args.debug) +
+                  4 * (tl_ticket % static_cast<unsigned long long>(args.timeout_ns));
+      rec[0] = static_cast<unsigned long long>(tl_start);
+      rec[1] = static_cast<unsigned long long>(tl_wait);
+      rec[2] = static_cast<unsigned long long>(global_timer_ns());
+      rec[3] = smid | (static_cast<unsigned long long>(self.x) << 16) | (static_cast<unsigned long long>(self.y) << 40);
+    }
+#endif
+    if constexpr (OutPolicy::num_sems != 0) {
       if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) red_release_add(args.out_sems + OutPolicy::sem(t), 1u);
     }
   }

@@ -32,6 +32,20 @@ __device__ __forceinline__ void red_release_add(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// Release/acquire on a shared-memory word at block scope: how a block's sync warp tells the other
+// warps which producer tiles it has seen posted (the gpu-scope acquire stays in the sync warp).
+__device__ __forceinline__ uint32_t ld_acquire_cta(const uint32_t* smem_p) {
+  uint32_t v;
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem_p));
+  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_release_cta(uint32_t* smem_p, uint32_t v) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem_p));
+  asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ long long global_timer_ns() {
   long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

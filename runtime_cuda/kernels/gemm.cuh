@@ -89,7 +89,7 @@ struct NoStage {
 
 // ---------------------------------------------------------------------------------------------
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, class Epilogue_ = EpiIdentity,
-          int SwiGLU_ = 0, bool Reorder_ = false, int ProdBN_ = 128>
+          int SwiGLU_ = 0, bool Reorder_ = false, int ProdBN_ = 128, bool SyncWarp_ = false>
 struct GemmConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_;
@@ -102,7 +102,12 @@ struct GemmConfig {
   static constexpr int ProdBN = ProdBN_;
   using Epilogue = Epilogue_;
 
-  static constexpr int kThreads = WarpsM * WarpsN * 32;
+  // SyncWarp: one more warp per block that does the stage's waits (gpu-scope acquire loads of the
+  // producer's semaphores, off the main loop's critical path) and tells the compute warps through
+  // a shared-memory word which k-tiles of A are ready; the compute warps never touch a semaphore.
+  static constexpr bool SyncWarp = SyncWarp_;
+  static constexpr int kThreads = WarpsM * WarpsN * 32;          // compute threads
+  static constexpr int kBlockThreads = kThreads + (SyncWarp ? 32 : 0);  // the launch's block size
   static constexpr int kATileElems = BM * BK;
   static constexpr int kBTileElems = BN * BK;
   static constexpr int kStageElems = kATileElems * (SwiGLU ? 2 : 1) + kBTileElems;
@@ -212,6 +217,68 @@ __device__ __forceinline__ uint32_t swiglu2(uint32_t g, uint32_t u) {
   }
 }
 
+// The compute warps' barrier: the whole block, or (with a sync warp, which leaves after its waits)
+// named barrier 1 over the THREADS compute threads.
+template <bool SyncWarp, int THREADS>
+__device__ __forceinline__ void compute_sync() {
+  if constexpr (SyncWarp) {
+    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
+// The sync warp (GemmConfig::SyncWarp): lanes watch the producer tiles of up to 32 k-tiles of A
+// at once (two lanes per k-tile with SwiGLU: the tile of k0 and of k0 + F), each spinning with a
+// gpu-scope acquire load, and lane 0 publishes to *ready the number of leading k-tiles whose
+// tiles have all been posted (release at block scope; the compute warps acquire it). The epoch is
+// lane 0's (start(waiter) took the ticket there).
+template <class Cfg, class StageT>
+__device__ __noinline__ void serve_waits(StageT& stage, cusync::Tile self, int K, int F, uint32_t* ready) {
+  constexpr int P = Cfg::SwiGLU ? 2 : 1;
+  constexpr int U = 32 / P;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  stage.epoch = __shfl_sync(0xffffffffu, stage.epoch, 0);
+  const int k_tiles = K / Cfg::BK;
+  uint32_t published = 0;
+#if defined(CUSYNC_DEBUG)
+  const long long t0 = cusync::global_timer_ns();
+#endif
+  for (int base = 0; base < k_tiles; base += U) {
+    const int kt = base + lane / P;
+    const cusync::Tile pt{(kt * Cfg::BK + ((lane % P) ? F : 0)) / Cfg::ProdBN, self.y, 0};
+    bool ok = kt >= k_tiles;
+    while (true) {
+      uint32_t seen = 0, target = 0;
+      if (!ok) ok = stage.template poll<0>(pt, &seen, &target);
+      const unsigned m = __ballot_sync(0xffffffffu, ok);
+      const int lead = (m == 0xffffffffu) ? 32 : __ffs(~m) - 1;
+      const uint32_t now = static_cast<uint32_t>(min(base + lead / P, k_tiles));
+      __syncwarp();
+      if (lane == 0 && now > published) {
+        cusync::st_release_cta(ready, now);
+        published = now;
+      }
+      if (m == 0xffffffffu) break;
+#if defined(CUSYNC_DEBUG)
+      if (cusync::global_timer_ns() - t0 > stage.args.timeout_ns) {
+        if (!ok && lane == __ffs(~m) - 1)
+          cusync::report_timeout(stage.args.debug, stage.args.stage_id, 0, pt, stage.template sem_index<0>(pt), seen,
+                                 target, self);
+        __syncwarp();
+        if (lane == 0) cusync::st_release_cta(ready, static_cast<uint32_t>(k_tiles));  // let the block finish
+        return;
+      }
+#endif
+    }
+  }
+}
+
+template <class S, class = void>
+struct has_poll : std::false_type {};
+template <class S>
+struct has_poll<S, std::void_t<decltype(std::declval<S&>().poll(cusync::Tile{}))>> : std::true_type {};
+
 // Producer tiles waited on together by stages that offer wait_all.
 constexpr int kWaitGroup = 4;
 
@@ -232,6 +299,8 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   constexpr bool SW_REG = Cfg::SwiGLU == 1 || Cfg::SwiGLU == 2;  // combine on register fragments
   constexpr bool SW_SMEM = Cfg::SwiGLU == 3;                     // combine in shared memory
 
+  constexpr bool SYNC_WARP = Cfg::SyncWarp;
+  static_assert(!SYNC_WARP || detail::has_poll<StageT>::value, "a sync warp needs a stage with poll() (cusync::CuStage)");
   const int tid = threadIdx.x;
   if (args.N % BN != 0 || args.K % BK != 0 || (SWIGLU && args.swiglu_offset % BK != 0)) {
     if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0)
@@ -240,7 +309,19 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     __trap();
   }
 
-  const cusync::Tile t = stage.start();
+  __shared__ uint32_t s_ready;  // SYNC_WARP: k-tiles of A the sync warp has seen ready
+  cusync::Tile t;
+  if constexpr (SYNC_WARP) {
+    if (tid == 0) s_ready = 0;
+    __syncthreads();
+    t = stage.start(THREADS);  // the sync warp's lane 0 takes the ticket
+    if (tid >= THREADS) {
+      detail::serve_waits<Cfg>(stage, t, args.K, args.swiglu_offset, &s_ready);
+      return;
+    }
+  } else {
+    t = stage.start();
+  }
   const int m0 = t.y * BM;
   const int n0 = t.x * BN;
   const int rows_valid = min(BM, args.M - m0);
@@ -264,7 +345,19 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   // the wait is issued only at the first k-block of each producer tile (waits are uniform over the block).
   // A stage with wait_all (cusync::CuStage) waits for kWaitGroup producer tiles at a time, with one
   // round trip and one barrier: a wait costs about half a microsecond even when its tile is ready.
+  uint32_t known_ready = 0;
   auto wait_a = [&](int k0) {
+    if constexpr (SYNC_WARP) {
+      const uint32_t need = static_cast<uint32_t>(k0 / BK + 1);
+      if (known_ready < need) {
+        while ((known_ready = cusync::ld_acquire_cta(&s_ready)) < need) {
+        }
+#if defined(CUSYNC_TIMELINE)
+        if (tid == 0) stage.tl_wait = cusync::global_timer_ns();
+#endif
+      }
+      return;
+    }
     if constexpr (detail::has_wait_all<StageT>::value) {
       if (!SWIGLU || F % Cfg::ProdBN == 0) {
         constexpr int G = detail::kWaitGroup;
@@ -381,10 +474,10 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   int next_k_tile = STAGES - 1;
 
   detail::cp_async_wait<STAGES - 2>();
-  __syncthreads();
+  detail::compute_sync<SYNC_WARP, THREADS>();
   if constexpr (SW_SMEM) {
     transform(read_stage);
-    __syncthreads();
+    detail::compute_sync<SYNC_WARP, THREADS>();
   }
   load_frag(0, read_stage);
 
@@ -397,11 +490,11 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
         if constexpr (SW_SMEM) gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
         read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
         detail::cp_async_wait<STAGES - 2>();
-        __syncthreads();
+        detail::compute_sync<SYNC_WARP, THREADS>();
         if constexpr (SW_SMEM) {
           if (kt != k_tiles - 1) {
             transform(read_stage);
-            __syncthreads();
+            detail::compute_sync<SYNC_WARP, THREADS>();
           }
         }
       }
@@ -435,7 +528,12 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
       *reinterpret_cast<__half2*>(gC + (long long)r * args.ldc + c) = v;
     }
   }
-  stage.post(t);
+  if constexpr (SYNC_WARP) {
+    detail::compute_sync<SYNC_WARP, THREADS>();
+    stage.post_synced(t);
+  } else {
+    stage.post(t);
+  }
 }
 
 }  // namespace cusync_kernels
