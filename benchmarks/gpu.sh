@@ -7,7 +7,7 @@
 # the results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
 # Knobs: PREBUILD_ARGS (e.g. "--workloads conv2d"), TESTS (default: every GPU test),
 # BENCHES (default "overhead mlp conv2d attention"), BENCH_ARGS (e.g. "--M 1,256"),
-# SAVE_CACHE=1 (tar the cubin cache into $OUT to carry it to the next machine),
+# SAVE_CACHE=1 (tar the cubin cache into $OUT, in 15 MB parts, to carry it to the next machine),
 # TIMELINES (per-block timelines of MLP chains, e.g. "llama:1,256 gpt3:128"; TIMELINE_CONFIGS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +48,8 @@ if [ -n "${TIMELINES:-}" ]; then
   tar -czf "$OUT/timeline.tar.gz" -C "$OUT" timeline && rm -rf "$OUT/timeline"
 fi
 if [ "${SAVE_CACHE:-0}" = 1 ]; then
-  tar --exclude='src-*' -czf "$OUT/cache.tar.gz" -C "$(dirname "$CUSYNCGEN_CACHE")" "$(basename "$CUSYNCGEN_CACHE")"
+  # in parts of 15 MB ($OUT's files are limited to 16 MiB each): cat cache.tar.gz.part-* | tar xz
+  tar --exclude='src-*' -czf - -C "$(dirname "$CUSYNCGEN_CACHE")" "$(basename "$CUSYNCGEN_CACHE")" |
+    split -b 15m - "$OUT/cache.tar.gz.part-"
 fi
 exit $status
