@@ -83,13 +83,14 @@ def test_torch_tensors_in_and_out():
     assert rel_err(z, mlp.reference(x, w1, w2)) < 2e-2
 
 
-def test_sync_warp_only_where_it_costs_no_occupancy():
+def test_sync_warp_only_where_it_costs_no_occupancy_or_wave():
     from cusyncgen.cuda import driver
     for (model, M, sw), mlp in list(_mlps.items()) or [((m, 1, None), _mlp(m, 1)) for m in ("gpt3", "llama")]:
         if sw is None and mlp.sync_warp_used:
             name = mlp.policy_names[0]
             plain = driver.max_active_blocks(mlp._kernel(f"gemm2_{name}"))
-            assert driver.max_active_blocks(mlp.kernels[name][1]) >= plain, (model, M)
+            occ = driver.max_active_blocks(mlp.kernels[name][1])
+            assert occ >= plain or mlp.grid2[0] * mlp.grid2[1] <= occ * driver.sm_count(), (model, M)
 
 
 def test_sync_warp_wait_that_cannot_complete_times_out():
