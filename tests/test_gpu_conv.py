@@ -20,16 +20,18 @@ if ok:
 _chains = {}
 
 
-def _chain(model, layer, batch):
-    key = (model, layer, batch)
+def _chain(model, layer, batch, sync_warp=None):
+    key = (model, layer, batch, sync_warp)
     if key not in _chains:
-        _chains[key] = ConvChain(model, layer, batch, debug=True)
+        _chains[key] = ConvChain(model, layer, batch, debug=True, sync_warp=sync_warp)
     return _chains[key]
 
 
 @pytest.mark.parametrize("model,layer,batch", TEST_POINTS)
-def test_every_policy_and_option_matches_the_reference(model, layer, batch):
-    chain = _chain(model, layer, batch)
+@pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
+def test_every_policy_and_option_matches_the_reference(model, layer, batch, sync_warp):
+    chain = _chain(model, layer, batch, sync_warp)
+    assert chain.sync_warp_used == sync_warp
     # with one channel tile (64 channels) RowSync is the same map as Conv2DTileSync: one policy
     assert set(chain.policy_names) == ({"Conv2DTileSync"} if chain.grid[0] == 1 else {"Conv2DTileSync", "RowSync"})
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -46,11 +48,12 @@ def test_every_policy_and_option_matches_the_reference(model, layer, batch):
     assert not failures, failures
 
 
-def test_dropping_the_waits_is_caught():
+@pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
+def test_dropping_the_waits_is_caught(sync_warp):
     """The same kernels with their waits off read the poisoned producer outputs: the check must
     fail, else it could not catch a race either. 512 channels (a long reduction per tile) in one
     wave, PDL-launched: the consumers start while every producer tile is still being computed."""
-    chain = _chain("vgg19", "L4", 8)
+    chain = _chain("vgg19", "L4", 8, sync_warp)
     stream = cupy.cuda.Stream(non_blocking=True)
     errs = []
     for seed in range(3):

@@ -42,6 +42,9 @@ class ConvChain:
     batch: int
     tiles: Tiles | None = None
     debug: bool = False
+    # The waiting Conv2Ds wait in a sync warp of their own (kernels/conv2d.cuh) -- None: when it
+    # costs no occupancy or the grid still fits one wave with it; True: always; False: never.
+    sync_warp: bool | None = None
     arch: str | None = None
     _stages: dict = field(default_factory=dict, repr=False)
 
@@ -53,12 +56,19 @@ class ConvChain:
         src, policies = module_source(self.model, self.layer, self.batch, self.tiles, self.debug)
         self.module = driver.Module(build.build(src, self.arch or driver.arch()))
         t = self.tiles
-        k = lambda name: _opt_in_smem(self.module.kernel(name, t.threads, t.smem))
+        k = lambda name, extra=0: _opt_in_smem(self.module.kernel(name, t.threads + extra, t.smem))
         self.plain_kernel = k("conv_plain")
-        self.kernels = {label: [k(f"conv{i + 1}_{name}") for i in range(self.n)] for label, name, _ in policies}
         self.wait_kernel = self.module.kernel("cusync_wait_kernel", 1)
         self.grid = grid(self.layer, self.batch, t)
         self.num_tiles = self.grid[0] * self.grid[1]
+        self.sync_warp_used = False
+        if self.sync_warp is not False and policies:
+            name = policies[0][1]
+            occ_sw = driver.max_active_blocks(k(f"conv2_{name}_S", 32))
+            self.sync_warp_used = bool(self.sync_warp) or occ_sw >= driver.max_active_blocks(self.plain_kernel) or (
+                self.num_tiles <= occ_sw * driver.sm_count())
+        sw = lambda i, name: k(f"conv{i + 1}_{name}_S", 32) if i > 0 and self.sync_warp_used else k(f"conv{i + 1}_{name}")
+        self.kernels = {label: [sw(i, name) for i in range(self.n)] for label, name, _ in policies}
         self.plain_stages = [Stage(f"conv{i + 1}", i, 0) for i in range(self.n)]
         for label, _, sems in policies:
             stages = [Stage(f"conv{i + 1}", i, sems[i]) for i in range(self.n)]
@@ -101,8 +111,10 @@ class ConvChain:
         cupy.cuda.Device().synchronize()  # filled on the default stream; the chain runs on others
 
     def occupancy_ok_without_ordering(self) -> bool:
-        """W (no wait-kernel, no PDL) is safe only when every grid of the chain fits at once."""
-        return self.n * self.num_tiles <= driver.max_active_blocks(self.plain_kernel) * driver.sm_count()
+        """W (no wait-kernel, no PDL) is safe only when every grid of the chain fits at once: each
+        block takes 1/occupancy of an SM (the sync-warp kernels may have a lower occupancy)."""
+        ks = next(iter(self.kernels.values()), [self.plain_kernel] * self.n)
+        return sum(self.num_tiles / driver.max_active_blocks(k) for k in ks) <= driver.sm_count()
 
     def configs(self) -> list[Config]:
         out = [STREAM_SYNC, PDL_ALONE]

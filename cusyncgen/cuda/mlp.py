@@ -16,7 +16,7 @@ import cupy
 
 from cusyncgen.cuda import build, driver
 from cusyncgen.cuda.chain import Chain, Config
-from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles, module_source  # noqa: F401
+from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles, module_source  # noqa: F401  (re-exported)
 from cusyncgen.cuda.stages import Stage
 
 
@@ -148,10 +148,11 @@ class MLP:
 
     def occupancy_ok_without_ordering(self) -> bool:
         """W (no wait-kernel, no PDL) is safe only when both grids fit on the GPU at once."""
-        k1, k2, _ = self.kernels[None]
-        slots1 = driver.max_active_blocks(k1) * driver.sm_count()
-        need = self.grid1[0] * self.grid1[1] + self.grid2[0] * self.grid2[1]
-        return need <= slots1
+        k1, k2, _ = self.kernels[self.policies[0][0]] if self.policies else self.kernels[None]
+        # each block takes 1/occupancy of an SM (the sync-warp consumer may have a lower occupancy)
+        need = (self.grid1[0] * self.grid1[1] / driver.max_active_blocks(k1)
+                + self.grid2[0] * self.grid2[1] / (1 if self.spread_smem else driver.max_active_blocks(k2)))
+        return need <= driver.sm_count()
 
 
 def _gemm_args(a, b, c, M, N, K, F):

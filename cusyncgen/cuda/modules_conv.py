@@ -69,8 +69,11 @@ class Tiles:
 
     @property
     def cfg(self) -> str:
+        return self.config()
+
+    def config(self, sync_warp: bool = False) -> str:
         return (f"cusync_kernels::ConvConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, "
-                f"{self.warps_m}, {self.warps_n}, {self.BN}>")
+                f"{self.warps_m}, {self.warps_n}, {self.BN}, {str(sync_warp).lower()}>")
 
     @property
     def threads(self) -> int:
@@ -111,7 +114,9 @@ def policy_label(name: str) -> str:
 
 
 def module_source(model: Model, layer: Layer, batch: int, tiles: Tiles, debug: bool = False):
-    """(build.Source, [(policy label, generated name, [num_sems of each Conv2D's out policy])])."""
+    """(build.Source, [(policy label, generated name, [num_sems of each Conv2D's out policy])]).
+    Every Conv2D that waits also comes with a sync warp that does its waits (conv<i>_<policy>_S,
+    kernels/conv2d.cuh's SyncWarp); the host picks one of the two (ConvChain)."""
     compiled, ns = compile_dep(model, layer, batch, tiles)
     n = model.convs
     grids = [f"g{i + 1}" for i in range(n)]
@@ -119,7 +124,7 @@ def module_source(model: Model, layer: Layer, batch: int, tiles: Tiles, debug: b
     for p in compiled.policies:
         deps.setdefault(grids.index(p.consumer), {})[p.name] = (f"{ns}::{p.dep}_{p.producer}_{p.name}", p.num_sems)
     lines = [f'#include "{ns}.h"', "#include <kernels/conv2d.cuh>", "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)",
-             f"using Cfg = {tiles.cfg};",
+             f"using Cfg = {tiles.cfg};", f"using CfgS = {tiles.config(True)};",
              f"CUSYNC_CONV2D_KERNEL(conv_plain, Cfg, cusync::PlainStage<{ns}::g1_order>)"]
     policies = []
     for name in deps[1]:
@@ -130,6 +135,8 @@ def module_source(model: Model, layer: Layer, batch: int, tiles: Tiles, debug: b
             in_p = deps[i][name][0] if i > 0 else "cusync::NoSync"
             lines.append(f"using Stage{i + 1}_{name} = cusync::CuStage<{order}, {out_p}, {in_p}>;")
             lines.append(f"CUSYNC_CONV2D_KERNEL(conv{i + 1}_{name}, Cfg, Stage{i + 1}_{name})")
+            if i > 0:
+                lines.append(f"CUSYNC_CONV2D_KERNEL(conv{i + 1}_{name}_S, CfgS, Stage{i + 1}_{name})")
             sems.append(out_n)
         policies.append((policy_label(name), name, sems))
     src = build.Source(f"conv_{model.name}_{layer.name}_B{batch}_{tiles.BM}x{tiles.BN}x{tiles.BK}{'_debug' if debug else ''}",

@@ -258,6 +258,62 @@ struct CuStage {
     }
   }
 
+  // The loop of a sync warp (a warp of the consumer block that only waits; gemm.cuh and
+  // conv2d.cuh with SyncWarp): the consumer's main loop consumes units 0..num_units-1 in order (its
+  // k-blocks), unit u needing the producer tiles needs(u, i, tile) for i = 0, 1, ... until needs
+  // returns false. L lanes share a unit (lane u % L takes i = lane % L, lane % L + L, ...), each
+  // polling its tiles with gpu-scope acquire loads; lane 0 publishes the number of leading units
+  // whose tiles are all posted to *ready (release at block scope: the compute threads acquire it
+  // before loading a unit). Called by all 32 lanes; the epoch is that of lane 0 (start(waiter)).
+  // CUSYNC_DEBUG: a wait past args.timeout_ns is reported and every unit published, so the block
+  // finishes (with wrong data) and the host raises.
+  template <int L, class Needs>
+  __device__ __noinline__ void serve(int num_units, uint32_t* ready, Needs needs) {
+    static_assert(L >= 1 && 32 % L == 0, "lanes per unit must divide 32");
+    constexpr int U = 32 / L;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    epoch = __shfl_sync(0xffffffffu, epoch, 0);
+    uint32_t published = 0;
+#if defined(CUSYNC_DEBUG)
+    const long long t0 = global_timer_ns();
+#endif
+    for (int base = 0; base < num_units; base += U) {
+      const int unit = base + lane / L;
+      int i = lane % L;
+      bool ok = unit >= num_units;
+      Tile pt{0, 0, 0};
+      uint32_t seen = 0, target = 0;
+      while (true) {
+        while (!ok) {
+          if (!needs(unit, i, pt)) {
+            ok = true;
+          } else if (poll<0>(pt, &seen, &target)) {
+            i += L;
+          } else {
+            break;
+          }
+        }
+        const unsigned m = __ballot_sync(0xffffffffu, ok);
+        const int lead = (m == 0xffffffffu) ? 32 : __ffs(~m) - 1;
+        const uint32_t now = static_cast<uint32_t>(min(base + lead / L, num_units));
+        __syncwarp();
+        if (lane == 0 && now > published) {
+          st_release_cta(ready, now);
+          published = now;
+        }
+        if (m == 0xffffffffu) break;
+#if defined(CUSYNC_DEBUG)
+        if (global_timer_ns() - t0 > args.timeout_ns) {
+          if (lane == __ffs(~m) - 1) report_timeout(args.debug, args.stage_id, 0, pt, sem_index<0>(pt), seen, target, self);
+          __syncwarp();
+          if (lane == 0) st_release_cta(ready, static_cast<uint32_t>(num_units));
+          return;
+        }
+#endif
+      }
+    }
+  }
+
   template <int I = 0>
   __device__ __forceinline__ int sem_index(Tile t) const {
     using P = typename conditional<I == 0, InPolicy0, InPolicy1>::type;

@@ -46,6 +46,17 @@ __device__ __forceinline__ void st_release_cta(uint32_t* smem_p, uint32_t v) {
   asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
+// The barrier of a block's compute threads: the whole block, or, in a kernel whose sync warp (the
+// last warp, which only waits) leaves early, named barrier 1 over the first THREADS threads.
+template <bool SyncWarp, int THREADS>
+__device__ __forceinline__ void compute_sync() {
+  if constexpr (SyncWarp) {
+    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
 __device__ __forceinline__ long long global_timer_ns() {
   long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -32,6 +32,7 @@
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/copy_atom.hpp>
+#include <cusync/sync.h>
 #include <cusync/tile.h>
 
 namespace cusync_kernels {
@@ -50,11 +51,14 @@ struct ConvArgs {
   int flags;         // ConvFlags
 };
 
-template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int ProdBN_ = BN_>
+template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int ProdBN_ = BN_, bool SyncWarp_ = false>
 struct ConvConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_, ProdBN = ProdBN_;
-  static constexpr int kThreads = WarpsM * WarpsN * 32;
+  static constexpr int kThreads = WarpsM * WarpsN * 32;  // compute threads
+  // SyncWarp: one more warp that does the waits (as gemm.cuh's GemmConfig::SyncWarp).
+  static constexpr bool SyncWarp = SyncWarp_;
+  static constexpr int kBlockThreads = kThreads + (SyncWarp ? 32 : 0);
   static constexpr int kSmemBytes = Stages * (BM * BK + BN * BK) * 2;
 
   static_assert(BM == 64 || BM == 128, "BM must be 64 or 128");
@@ -110,6 +114,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   using namespace cute;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::Stages;
   constexpr int THREADS = Cfg::kThreads;
+  constexpr bool SYNC_WARP = Cfg::SyncWarp;
   constexpr int CPR = BK / 8;                   // 16-byte chunks per tile row
   constexpr int A_ITERS = BM * CPR / THREADS;   // A chunks per thread per k-block
   constexpr int B_ITERS = BN * CPR / THREADS;
@@ -121,7 +126,38 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   const int cblocks = C / BK;
   const int k_tiles = 9 * cblocks;
 
-  const cusync::Tile t = stage.start();
+  // The k-block kt's A rows are the pixel rows [m0, m0 + rows_valid) shifted by dr*Q + ds: the
+  // producer's channel tile px of the pixel tiles [lo/BM, hi/BM] (i-th of them: py = lo/BM + i).
+  auto producer_tile = [&](int m0_, int rows_, int kt, int i, cusync::Tile& pt) {
+    const int rs = kt / cblocks;
+    const int px = (kt - rs * cblocks) * BK / Cfg::ProdBN;
+    const int shift = (rs / 3 - 1) * Q + (rs % 3 - 1);
+    const int lo = max(m0_ + shift, 0), hi = min(m0_ + rows_ - 1 + shift, M - 1);
+    const int py = lo / BM + i;
+    if (py > hi / BM) return false;
+    pt = cusync::Tile{px, py, 0};
+    return true;
+  };
+  __shared__ uint32_t s_ready;  // SYNC_WARP: k-blocks whose producer tiles the sync warp saw posted
+  cusync::Tile t;
+  if constexpr (SYNC_WARP) {
+    if (tid == 0) s_ready = 0;
+    __syncthreads();
+    t = stage.start(THREADS);
+    if (tid >= THREADS) {
+      if (!(args.flags & kConvWaitInput)) {
+        if ((tid & 31) == 0) cusync::st_release_cta(&s_ready, static_cast<uint32_t>(k_tiles));
+        return;
+      }
+      const int m0_ = t.y * BM, rows_ = min(BM, M - m0_);
+      stage.template serve<1>(k_tiles, &s_ready, [&](int kt, int i, cusync::Tile& pt) {
+        return producer_tile(m0_, rows_, kt, i, pt);
+      });
+      return;
+    }
+  } else {
+    t = stage.start();
+  }
   const int m0 = t.y * BM;
   const int n0 = t.x * BN;
   const int rows_valid = min(BM, M - m0);
@@ -171,7 +207,15 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   // CuSync: before k-block kt's A copy, wait on the producer tiles it reads: channel tile
   // c0 / ProdBN of the pixel tiles that rows [m0, m0 + rows_valid) shifted by dr*Q + ds touch.
   uint32_t waited[3] = {0u, 0u, 0u};  // producer tiles already waited on, rows t.y-1, t.y, t.y+1
+  uint32_t known_ready = 0;
   auto wait_a = [&](int kt) {
+    if constexpr (SYNC_WARP) {  // the sync warp waited; acquire what it published (block scope)
+      if (known_ready <= static_cast<uint32_t>(kt)) {
+        while ((known_ready = cusync::ld_acquire_cta(&s_ready)) <= static_cast<uint32_t>(kt)) {
+        }
+      }
+      return;
+    }
     if (!(args.flags & kConvWaitInput)) return;
     const int rs = kt / cblocks;
     const int px = (kt - rs * cblocks) * BK / Cfg::ProdBN;
@@ -229,7 +273,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   }
   int read_stage = 0, write_stage = STAGES - 1, next_k_tile = STAGES - 1;
   conv_detail::cp_async_wait<STAGES - 2>();
-  __syncthreads();
+  cusync::compute_sync<SYNC_WARP, THREADS>();
   load_frag(0, read_stage);
 
   // ---- Main loop
@@ -239,7 +283,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
       if (kb == K_BLOCKS - 1) {
         read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
         conv_detail::cp_async_wait<STAGES - 2>();
-        __syncthreads();
+        cusync::compute_sync<SYNC_WARP, THREADS>();
       }
       const int kb_next = (kb + 1) % K_BLOCKS;
       if (!(kt == k_tiles - 1 && kb == K_BLOCKS - 1)) load_frag(kb_next, read_stage);
@@ -268,7 +312,12 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
       *reinterpret_cast<__half2*>(gY + (long long)r * args.K + c) = v;
     }
   }
-  stage.post(t);
+  if constexpr (SYNC_WARP) {
+    cusync::compute_sync<SYNC_WARP, THREADS>();
+    stage.post_synced(t);
+  } else {
+    stage.post(t);
+  }
 }
 
 }  // namespace cusync_kernels
@@ -276,7 +325,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
 // Defines extern "C" __global__ void NAME(cusync_kernels::ConvArgs, cusync::StageArgs): a Conv2D
 // of configuration CFG (a ConvConfig) synchronized by the stage type STAGE (one token).
 #define CUSYNC_CONV2D_KERNEL(NAME, CFG, STAGE)                                              \
-  extern "C" __global__ void __launch_bounds__(CFG::kThreads)                               \
+  extern "C" __global__ void __launch_bounds__(CFG::kBlockThreads)                          \
       NAME(cusync_kernels::ConvArgs args, cusync::StageArgs stage_args) {                   \
     extern __shared__ __align__(128) char cusync_conv_smem[];                               \
     STAGE stage(stage_args);                                                                \

@@ -50,6 +50,7 @@
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/copy_atom.hpp>
+#include <cusync/sync.h>
 #include <cusync/tile.h>
 
 namespace cusync_kernels {
@@ -217,63 +218,6 @@ __device__ __forceinline__ uint32_t swiglu2(uint32_t g, uint32_t u) {
   }
 }
 
-// The compute warps' barrier: the whole block, or (with a sync warp, which leaves after its waits)
-// named barrier 1 over the THREADS compute threads.
-template <bool SyncWarp, int THREADS>
-__device__ __forceinline__ void compute_sync() {
-  if constexpr (SyncWarp) {
-    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
-  } else {
-    __syncthreads();
-  }
-}
-
-// The sync warp (GemmConfig::SyncWarp): lanes watch the producer tiles of up to 32 k-tiles of A
-// at once (two lanes per k-tile with SwiGLU: the tile of k0 and of k0 + F), each spinning with a
-// gpu-scope acquire load, and lane 0 publishes to *ready the number of leading k-tiles whose
-// tiles have all been posted (release at block scope; the compute warps acquire it). The epoch is
-// lane 0's (start(waiter) took the ticket there).
-template <class Cfg, class StageT>
-__device__ __noinline__ void serve_waits(StageT& stage, cusync::Tile self, int K, int F, uint32_t* ready) {
-  constexpr int P = Cfg::SwiGLU ? 2 : 1;
-  constexpr int U = 32 / P;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  stage.epoch = __shfl_sync(0xffffffffu, stage.epoch, 0);
-  const int k_tiles = K / Cfg::BK;
-  uint32_t published = 0;
-#if defined(CUSYNC_DEBUG)
-  const long long t0 = cusync::global_timer_ns();
-#endif
-  for (int base = 0; base < k_tiles; base += U) {
-    const int kt = base + lane / P;
-    const cusync::Tile pt{(kt * Cfg::BK + ((lane % P) ? F : 0)) / Cfg::ProdBN, self.y, 0};
-    bool ok = kt >= k_tiles;
-    while (true) {
-      uint32_t seen = 0, target = 0;
-      if (!ok) ok = stage.template poll<0>(pt, &seen, &target);
-      const unsigned m = __ballot_sync(0xffffffffu, ok);
-      const int lead = (m == 0xffffffffu) ? 32 : __ffs(~m) - 1;
-      const uint32_t now = static_cast<uint32_t>(min(base + lead / P, k_tiles));
-      __syncwarp();
-      if (lane == 0 && now > published) {
-        cusync::st_release_cta(ready, now);
-        published = now;
-      }
-      if (m == 0xffffffffu) break;
-#if defined(CUSYNC_DEBUG)
-      if (cusync::global_timer_ns() - t0 > stage.args.timeout_ns) {
-        if (!ok && lane == __ffs(~m) - 1)
-          cusync::report_timeout(stage.args.debug, stage.args.stage_id, 0, pt, stage.template sem_index<0>(pt), seen,
-                                 target, self);
-        __syncwarp();
-        if (lane == 0) cusync::st_release_cta(ready, static_cast<uint32_t>(k_tiles));  // let the block finish
-        return;
-      }
-#endif
-    }
-  }
-}
-
 template <class S, class = void>
 struct has_poll : std::false_type {};
 template <class S>
@@ -314,9 +258,16 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   if constexpr (SYNC_WARP) {
     if (tid == 0) s_ready = 0;
     __syncthreads();
-    t = stage.start(THREADS);  // the sync warp's lane 0 takes the ticket
+    t = stage.start(THREADS);  // the sync warp's lane 0 takes the ticket (without the custom order)
     if (tid >= THREADS) {
-      detail::serve_waits<Cfg>(stage, t, args.K, args.swiglu_offset, &s_ready);
+      // The sync warp: k-block kt of A lies in producer tile kt*BK / ProdBN (SwiGLU: and in the
+      // one of kt*BK + F), two lanes per k-block with SwiGLU.
+      const int F = args.swiglu_offset;
+      stage.template serve<SWIGLU ? 2 : 1>(args.K / BK, &s_ready, [&](int kt, int i, cusync::Tile& pt) {
+        if (i >= (SWIGLU ? 2 : 1)) return false;
+        pt = cusync::Tile{(kt * BK + (i ? F : 0)) / Cfg::ProdBN, t.y, 0};
+        return true;
+      });
       return;
     }
   } else {
@@ -474,10 +425,10 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   int next_k_tile = STAGES - 1;
 
   detail::cp_async_wait<STAGES - 2>();
-  detail::compute_sync<SYNC_WARP, THREADS>();
+  cusync::compute_sync<SYNC_WARP, THREADS>();
   if constexpr (SW_SMEM) {
     transform(read_stage);
-    detail::compute_sync<SYNC_WARP, THREADS>();
+    cusync::compute_sync<SYNC_WARP, THREADS>();
   }
   load_frag(0, read_stage);
 
@@ -490,11 +441,11 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
         if constexpr (SW_SMEM) gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
         read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
         detail::cp_async_wait<STAGES - 2>();
-        detail::compute_sync<SYNC_WARP, THREADS>();
+        cusync::compute_sync<SYNC_WARP, THREADS>();
         if constexpr (SW_SMEM) {
           if (kt != k_tiles - 1) {
             transform(read_stage);
-            detail::compute_sync<SYNC_WARP, THREADS>();
+            cusync::compute_sync<SYNC_WARP, THREADS>();
           }
         }
       }
@@ -529,7 +480,7 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     }
   }
   if constexpr (SYNC_WARP) {
-    detail::compute_sync<SYNC_WARP, THREADS>();
+    cusync::compute_sync<SYNC_WARP, THREADS>();
     stage.post_synced(t);
   } else {
     stage.post(t);
