@@ -32,6 +32,7 @@ class MLP:
     # Consumers wait in a sync warp of their own (gemm.cuh) -- None: when the module has one (<= 4
     # compute warps) and it costs no occupancy; True: whenever the module has one; False: never.
     sync_warp: bool | None = None
+    spread: bool = False  # early-launched consumer: at most one block per SM (see __post_init__)
     arch: str | None = None
     _stages: dict = field(default_factory=dict, repr=False)
 
@@ -60,12 +61,15 @@ class MLP:
         for name, _ in self.policies:
             self.kernels[name] = (self._kernel(f"gemm1_{name}"), self._kernel(f"gemm2_{name}" + (f"_{sw}" if sw else "")),
                                   self._kernel(f"gemm2_{name}_R{sw}"))
-        # A consumer launched before its producer ends (every ordering but StreamSync) takes the SMs
-        # left free at that moment: when its grid fits one wave at one block per SM, two of its blocks
-        # could share an SM (seen on the H200: GPT-3 M=128, 96 blocks on 84 SMs, 13% slower). It
-        # is then launched with its shared memory padded so that no two of its blocks fit on an SM.
+        # spread (off by default): a consumer launched before its producer ends (every ordering but
+        # StreamSync) takes the SMs left free at that moment, so when its grid fits one wave at one
+        # block per SM two of its blocks may share an SM (seen on the H200 with the thread-0 waits:
+        # GPT-3 M=128, 96 blocks on 84 SMs, 13% slower). spread=True launches it with its shared
+        # memory padded so that no two of its blocks fit on an SM. The sync warp's occupancy rule
+        # covers that case now, and LLaMA M=1 ran ~5 us slower in a run with it on (its consumer's
+        # registers had changed too: not separated), so it is an option.
         self.spread_smem = 0
-        if self.grid2[0] * self.grid2[1] <= driver.sm_count():
+        if self.spread and self.grid2[0] * self.grid2[1] <= driver.sm_count():
             k1, k2, _ = self.kernels[self.policies[0][0]] if self.policies else self.kernels[None]
             if driver.max_active_blocks(k2) > 1:
                 self.spread_smem = driver.spread_smem(k1.smem, k2.smem)

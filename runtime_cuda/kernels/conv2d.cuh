@@ -128,7 +128,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
 
   // The k-block kt's A rows are the pixel rows [m0, m0 + rows_valid) shifted by dr*Q + ds: the
   // producer's channel tile px of the pixel tiles [lo/BM, hi/BM] (i-th of them: py = lo/BM + i).
-  auto producer_tile = [&](int m0_, int rows_, int kt, int i, cusync::Tile& pt) {
+  auto producer_tile = [=](int m0_, int rows_, int kt, int i, cusync::Tile& pt) {  // by value: see gemm.cuh
     const int rs = kt / cblocks;
     const int px = (kt - rs * cblocks) * BK / Cfg::ProdBN;
     const int shift = (rs / 3 - 1) * Q + (rs % 3 - 1);
@@ -150,7 +150,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
         return;
       }
       const int m0_ = t.y * BM, rows_ = min(BM, M - m0_);
-      stage.template serve<1>(k_tiles, &s_ready, [&](int kt, int i, cusync::Tile& pt) {
+      stage.template serve<1>(k_tiles, &s_ready, [=](int kt, int i, cusync::Tile& pt) {
         return producer_tile(m0_, rows_, kt, i, pt);
       });
       return;

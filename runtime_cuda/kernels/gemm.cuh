@@ -262,10 +262,10 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     if (tid >= THREADS) {
       // The sync warp: k-block kt of A lies in producer tile kt*BK / ProdBN (SwiGLU: and in the
       // one of kt*BK + F), two lanes per k-block with SwiGLU.
-      const int F = args.swiglu_offset;
-      stage.template serve<SWIGLU ? 2 : 1>(args.K / BK, &s_ready, [&](int kt, int i, cusync::Tile& pt) {
+      // (captures by value: a reference would put the compute warps' locals in local memory)
+      stage.template serve<SWIGLU ? 2 : 1>(args.K / BK, &s_ready, [F = args.swiglu_offset, ty = t.y](int kt, int i, cusync::Tile& pt) {
         if (i >= (SWIGLU ? 2 : 1)) return false;
-        pt = cusync::Tile{(kt * BK + (i ? F : 0)) / Cfg::ProdBN, t.y, 0};
+        pt = cusync::Tile{(kt * BK + (i ? F : 0)) / Cfg::ProdBN, ty, 0};
         return true;
       });
       return;
