@@ -109,7 +109,11 @@ def test_module_source_has_one_kernel_per_position_and_policy(model):
     m = mc.MODELS[model]
     src, pols = mc.module_source(m, mc.LAYERS["L2"], 4, mc.default_tiles(mc.LAYERS["L2"]), debug=True)
     assert "CUSYNC_DEBUG" in src.defines
-    assert src.text.count("CUSYNC_CONV2D_KERNEL(") == 1 + m.convs * len(pols)
+    # plain + one per position and policy + a sync-warp variant of every waiting position
+    assert src.text.count("CUSYNC_CONV2D_KERNEL(") == 1 + (2 * m.convs - 1) * len(pols)
+    for _, name, _ in pols:
+        assert f"CUSYNC_CONV2D_KERNEL(conv1_{name}_S," not in src.text
+        assert all(f"CUSYNC_CONV2D_KERNEL(conv{i}_{name}_S, CfgS," in src.text for i in range(2, m.convs + 1))
     for label, name, sems in pols:
         assert sems[-1] == 0 and all(s > 0 for s in sems[:-1])
         # a middle Conv2D posts its own policy and waits on its producer's
