@@ -12,8 +12,8 @@ struct Choice {
 };
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0184},
-    {4, "StreamSync", 0, 0, 0, 1.0},
+    {1, "PDL", 0, 0, 0, 1.0142},
+    {4, "PDL", 0, 0, 0, 1.0087},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -23,8 +23,8 @@ inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
   return attention_gpt3_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0218},
-    {4, "PDL", 0, 0, 0, 1.0099},
+    {1, "PDL", 0, 0, 0, 1.0131},
+    {4, "PDL", 0, 0, 0, 1.0109},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
@@ -34,8 +34,8 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0182},
-    {4, "PDL", 0, 0, 0, 1.0091},
+    {1, "PDL", 0, 0, 0, 1.0164},
+    {4, "PDL", 0, 0, 0, 1.0102},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
@@ -57,8 +57,8 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
   return attention_gpt3_prompt[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.02},
-    {4, "PDL", 0, 0, 0, 1.0244},
+    {1, "PDL", 0, 0, 0, 1.0257},
+    {4, "PDL", 0, 0, 0, 1.02},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -68,8 +68,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0264},
-    {4, "PDL", 0, 0, 0, 1.0161},
+    {1, "PDL", 0, 0, 0, 1.022},
+    {4, "PDL", 0, 0, 0, 1.017},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -79,8 +79,8 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
   return attention_llama_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0324},
-    {4, "PDL", 0, 0, 0, 1.0255},
+    {1, "PDL", 0, 0, 0, 1.0246},
+    {4, "PDL", 0, 0, 0, 1.0189},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {

@@ -12,15 +12,15 @@ struct Choice {
 };
 
 constexpr Choice conv2d_resnet38_L1[] = {
-    {1, "PDL", 0, 0, 0, 1.0243},
-    {4, "PDL", 0, 0, 0, 1.0252},
-    {8, "PDL", 0, 0, 0, 1.0279},
-    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.119},
-    {16, "PDL", 0, 0, 0, 1.0162},
-    {20, "PDL", 0, 0, 0, 1.0061},
-    {24, "PDL", 0, 0, 0, 1.0097},
-    {28, "StreamSync", 0, 0, 0, 1.0},
-    {32, "PDL", 0, 0, 0, 1.0069},
+    {1, "PDL", 0, 0, 0, 1.0218},
+    {4, "PDL", 0, 0, 0, 1.0196},
+    {8, "PDL", 0, 0, 0, 1.0122},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0954},
+    {16, "PDL", 0, 0, 0, 1.0085},
+    {20, "PDL", 0, 0, 0, 1.0121},
+    {24, "PDL", 0, 0, 0, 1.0088},
+    {28, "PDL", 0, 0, 0, 1.0149},
+    {32, "PDL", 0, 0, 0, 1.0087},
 };
 
 inline const Choice& select_conv2d_resnet38_L1(int m) {
@@ -30,15 +30,15 @@ inline const Choice& select_conv2d_resnet38_L1(int m) {
   return conv2d_resnet38_L1[n - 1];
 }
 constexpr Choice conv2d_resnet38_L2[] = {
-    {1, "PDL", 0, 0, 0, 1.0191},
-    {4, "PDL", 0, 0, 0, 1.0191},
-    {8, "PDL", 0, 0, 0, 1.0091},
-    {12, "PDL", 0, 0, 0, 1.0148},
+    {1, "PDL", 0, 0, 0, 1.0148},
+    {4, "PDL", 0, 0, 0, 1.0267},
+    {8, "PDL", 0, 0, 0, 1.0105},
+    {12, "PDL", 0, 0, 0, 1.0101},
     {16, "StreamSync", 0, 0, 0, 1.0},
-    {20, "RowSync+PDL+R", 0, 0, 0, 1.0739},
-    {24, "PDL", 0, 0, 0, 1.0119},
-    {28, "PDL", 0, 0, 0, 1.0072},
-    {32, "PDL", 0, 0, 0, 1.0098},
+    {20, "RowSync+PDL+R", 0, 0, 0, 1.073},
+    {24, "PDL", 0, 0, 0, 1.0102},
+    {28, "PDL", 0, 0, 0, 1.0071},
+    {32, "PDL", 0, 0, 0, 1.0176},
 };
 
 inline const Choice& select_conv2d_resnet38_L2(int m) {
@@ -48,15 +48,15 @@ inline const Choice& select_conv2d_resnet38_L2(int m) {
   return conv2d_resnet38_L2[n - 1];
 }
 constexpr Choice conv2d_resnet38_L3[] = {
-    {1, "PDL", 0, 0, 0, 1.0107},
-    {4, "PDL", 0, 0, 0, 1.0107},
-    {8, "PDL", 0, 0, 0, 1.0165},
-    {12, "PDL", 0, 0, 0, 1.0073},
-    {16, "PDL", 0, 0, 0, 1.012},
+    {1, "RowSync+PDL+R", 0, 0, 0, 1.0132},
+    {4, "PDL", 0, 0, 0, 1.0115},
+    {8, "PDL", 0, 0, 0, 1.0162},
+    {12, "RowSync+PDL+R", 0, 0, 0, 1.0192},
+    {16, "PDL", 0, 0, 0, 1.0064},
     {20, "StreamSync", 0, 0, 0, 1.0},
-    {24, "PDL", 0, 0, 0, 1.0127},
-    {28, "PDL", 0, 0, 0, 1.0086},
-    {32, "PDL", 0, 0, 0, 1.0028},
+    {24, "PDL", 0, 0, 0, 1.0059},
+    {28, "PDL", 0, 0, 0, 1.0092},
+    {32, "StreamSync", 0, 0, 0, 1.0},
 };
 
 inline const Choice& select_conv2d_resnet38_L3(int m) {
@@ -66,15 +66,15 @@ inline const Choice& select_conv2d_resnet38_L3(int m) {
   return conv2d_resnet38_L3[n - 1];
 }
 constexpr Choice conv2d_resnet38_L4[] = {
-    {1, "PDL", 0, 0, 0, 1.0357},
-    {4, "StreamSync", 0, 0, 0, 1.0},
-    {8, "PDL", 0, 0, 0, 1.0024},
-    {12, "PDL", 0, 0, 0, 1.0008},
-    {16, "PDL", 0, 0, 0, 1.0004},
-    {20, "PDL", 0, 0, 0, 1.0053},
-    {24, "PDL", 0, 0, 0, 1.0087},
-    {28, "PDL", 0, 0, 0, 1.0074},
-    {32, "StreamSync", 0, 0, 0, 1.0},
+    {1, "RowSync+PDL+R", 0, 0, 0, 1.065},
+    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0577},
+    {8, "RowSync+PDL+R", 0, 0, 0, 1.0553},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0464},
+    {16, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0461},
+    {20, "RowSync+PDL+R", 0, 0, 0, 1.0415},
+    {24, "RowSync+WRT", 0, 0, 0, 1.0261},
+    {28, "RowSync+PDL+R", 0, 0, 0, 1.0258},
+    {32, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0128},
 };
 
 inline const Choice& select_conv2d_resnet38_L4(int m) {
@@ -84,15 +84,15 @@ inline const Choice& select_conv2d_resnet38_L4(int m) {
   return conv2d_resnet38_L4[n - 1];
 }
 constexpr Choice conv2d_vgg19_L3[] = {
-    {1, "PDL", 0, 0, 0, 1.0259},
-    {4, "PDL", 0, 0, 0, 1.014},
-    {8, "PDL", 0, 0, 0, 1.0143},
-    {12, "PDL", 0, 0, 0, 1.0194},
-    {16, "PDL", 0, 0, 0, 1.0175},
+    {1, "PDL", 0, 0, 0, 1.0231},
+    {4, "PDL", 0, 0, 0, 1.0233},
+    {8, "PDL", 0, 0, 0, 1.0089},
+    {12, "PDL", 0, 0, 0, 1.0154},
+    {16, "PDL", 0, 0, 0, 1.0214},
     {20, "StreamSync", 0, 0, 0, 1.0},
-    {24, "PDL", 0, 0, 0, 1.0221},
-    {28, "PDL", 0, 0, 0, 1.0191},
-    {32, "PDL", 0, 0, 0, 1.0137},
+    {24, "PDL", 0, 0, 0, 1.015},
+    {28, "PDL", 0, 0, 0, 1.0157},
+    {32, "PDL", 0, 0, 0, 1.0181},
 };
 
 inline const Choice& select_conv2d_vgg19_L3(int m) {
@@ -102,14 +102,14 @@ inline const Choice& select_conv2d_vgg19_L3(int m) {
   return conv2d_vgg19_L3[n - 1];
 }
 constexpr Choice conv2d_vgg19_L4[] = {
-    {1, "RowSync+PDL+R", 0, 0, 0, 1.0126},
-    {4, "PDL", 0, 0, 0, 1.0332},
-    {8, "PDL", 0, 0, 0, 1.0192},
-    {12, "PDL", 0, 0, 0, 1.0165},
-    {16, "PDL", 0, 0, 0, 1.0184},
-    {20, "PDL", 0, 0, 0, 1.0188},
-    {24, "PDL", 0, 0, 0, 1.0126},
-    {28, "PDL", 0, 0, 0, 1.0151},
+    {1, "StreamSync", 0, 0, 0, 1.0},
+    {4, "PDL", 0, 0, 0, 1.0158},
+    {8, "PDL", 0, 0, 0, 1.0204},
+    {12, "PDL", 0, 0, 0, 1.0142},
+    {16, "PDL", 0, 0, 0, 1.0142},
+    {20, "PDL", 0, 0, 0, 1.0182},
+    {24, "PDL", 0, 0, 0, 1.0144},
+    {28, "PDL", 0, 0, 0, 1.013},
     {32, "StreamSync", 0, 0, 0, 1.0},
 };
 

@@ -193,7 +193,7 @@ def markdown(result: dict) -> str:
              + "Times: median of CUDA-graph replays, microseconds. "
              "Speed-up is StreamSync time / config time (same kernels, same run). Where recorded, StreamSync "
              "was timed first and last; 'spread' is the difference of the two (the run's noise floor), and the "
-             "faster one is the baseline.", ""]
+             "faster one is the baseline.", ""] + ([result["note"], ""] if result.get("note") else [])
     for model in sorted({r["model"] for r in rows}):
         lines += [f"## {model}", "",
                   f"| M | StreamSync | spread | PDL | best CuSync config | time | speed-up | {vendor} | {vendor}+graph | floor | all correct |",
