@@ -76,3 +76,48 @@ def test_choice_from_a_bench_is_the_fastest_correct_own_configuration():
     assert got == {("L1", 1): ("TileSync", round(10 / 9, 4)), ("L1", 2): ("StreamSync", 1.0)}
     text = tune.report(res)
     assert "no wave-model prediction" in text and "tiles are fixed" in text
+
+
+def _mrow(config, t, spread=None, correct=True):
+    r = {"config": config, "time_us": t, "correct": correct}
+    if spread is not None:
+        r["baseline_spread"] = spread
+    return r
+
+
+def test_within_noise_match_reads_the_runs_spread():
+    rows = [_mrow("StreamSync", 100.0, 0.03), _mrow("PDL", 99.0), _mrow("RowSync+PDL", 97.5), _mrow("TileSync", 90.0),
+            _mrow("cuBLAS+graph", 50.0)]
+    no_gain = {"policy": "RowSync", "speedup": 1.0}
+    # the best (TileSync, 10% faster) is far outside a 3% spread: a no-gain prediction is wrong,
+    # and so is RowSync (97.5 > 90 * 1.03); the vendor row never counts as the best
+    assert not tune.matches_within_noise(no_gain, rows)
+    assert not tune.matches_within_noise({"policy": "RowSync", "speedup": 1.2}, rows)
+    assert tune.matches_within_noise({"policy": "TileSync", "speedup": 1.2}, rows)
+    close = [_mrow("StreamSync", 100.0, 0.03), _mrow("PDL", 99.0), _mrow("RowSync+PDL", 97.5)]
+    assert tune.matches_within_noise(no_gain, close)       # 99.0 <= 97.5 * 1.03
+    assert not tune.matches_within_noise(no_gain, [_mrow("StreamSync", 100.0, 0.0), _mrow("RowSync", 97.0)])  # 1% floor
+    assert not tune.matches_within_noise(no_gain, [_mrow("StreamSync", 100.0, 0.03), _mrow("RowSync", 50.0, correct=False),
+                                                   _mrow("TileSync", 90.0)])
+    assert not tune.matches_within_noise(None, close)
+
+
+def test_report_from_a_cache_needs_no_gpu(tmp_path):
+    from cusyncgen.cuda import build
+    runtime = build.runtime_digest()[:12]
+    cache = {"Test GPU": {}}
+    for M in (1, 16):
+        for tiles in tune.tile_candidates("gpt3", M):
+            rows = [_mrow("StreamSync", 100.0, 0.01), _mrow("PDL", 98.0), _mrow("RowSync+PDL", 95.0 if M == 16 else 101.0)]
+            entry = {"rows": [dict(r, tiles=tiles.label) for r in rows], "tiles": asdict(tiles)}
+            if tiles == default_tiles("gpt3", M):
+                entry["prediction"] = {"policy": "RowSync", "speedup": 1.0}
+            cache["Test GPU"][f"gpt3|{M}|{tiles.label}|{runtime}"] = entry
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(cache))
+    assert tune.main(["mlp", "--models", "gpt3", "--M", "1,16", "--from-cache", str(path), "-o", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "tune-mlp-test-gpu.json").read_text())
+    assert [c["config"] for c in res["choices"]] == ["PDL", "RowSync+PDL"]
+    assert [c["prediction_matches_within_noise"] for c in res["choices"]] == [True, False]
+    # a point missing from the cache is an error, not a measurement
+    assert tune.main(["mlp", "--models", "gpt3", "--M", "64", "--from-cache", str(path), "-o", str(tmp_path)]) == 1
