@@ -179,6 +179,17 @@ class GemmArgs(ctypes.Structure):
         (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")]
 
 
+def max_shared_carveout(kernels) -> None:
+    """Ask for the largest shared-memory carveout for every kernel. Kernels launched with no
+    ordering (W) must all be resident at once, and an SM whose first resident block chose a
+    smaller carveout has no room for another kernel's blocks: a 4-Conv2D chain with sync warps hung
+    that way on the H200 under graph replay, and ran with this set (benchmarks/hang_probe.py)."""
+    _init()
+    attr = _cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+    for k in kernels:
+        check(_cu.cuFuncSetAttribute(_cu.CUfunction(_function_ptr(k.function)), attr, 100))
+
+
 def spread_smem(producer_smem: int, consumer_smem: int) -> int:
     """Dynamic shared memory for a consumer block that lets it share an SM with one producer block
     but never with another consumer block; 0 when no such size exists on this GPU."""

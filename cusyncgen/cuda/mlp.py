@@ -76,6 +76,9 @@ class MLP:
         if self.spread_smem:
             for k in (k for ks in self.kernels.values() for k in ks[1:] if k is not None):
                 k.function.max_dynamic_shared_size_bytes = self.spread_smem
+        if self.policies and self.occupancy_ok_without_ordering():
+            # W may run: both grids must be resident at once (driver.max_shared_carveout)
+            driver.max_shared_carveout(k for ks in list(self.kernels.values())[1:] for k in ks if k is not None)
         self.chain = Chain(self.module.kernel("cusync_wait_kernel", 1))
         n1, n2 = (self.grid1[0] * self.grid1[1], self.grid2[0] * self.grid2[1]) if self.timeline else (0, 0)
         self.plain = (Stage("gemm1", 0, 0, timeline_blocks=n1), Stage("gemm2", 1, 0, timeline_blocks=n2))
