@@ -63,14 +63,12 @@ class ConvChain:
         self.num_tiles = self.grid[0] * self.grid[1]
         self.sync_warp_used = False
         # Auto: only in 2-Conv2D chains. A release-build bench of a 4-Conv2D VGG-19 chain with sync
-        # warps (vgg19-L3, batch 4) hung on the H200 in the W ordering under graph replay, while the
-        # CUSYNC_DEBUG build passed every configuration; W is now excluded there (configs()), but
-        # the other orderings of such chains were not re-measured, so they use it only when asked.
+        # warps (vgg19-L3, batch 4) hung on the H200 in the W ordering under graph replay (fixed by
+        # driver.max_shared_carveout, checked only by benchmarks/hang_probe.py); such chains were not
+        # re-measured, so they use it only when asked.
         if self.sync_warp or (self.sync_warp is None and self.n == 2 and policies):
-            name = policies[0][1]
-            occ_sw = driver.max_active_blocks(k(f"conv2_{name}_S", 32))
-            self.sync_warp_used = bool(self.sync_warp) or occ_sw >= driver.max_active_blocks(self.plain_kernel) or (
-                self.num_tiles <= occ_sw * driver.sm_count())
+            self.sync_warp_used = bool(self.sync_warp) or driver.sync_warp_pays(
+                self.num_tiles, k(f"conv2_{policies[0][1]}_S", 32), self.plain_kernel)
         sw = lambda i, name: k(f"conv{i + 1}_{name}_S", 32) if i > 0 and self.sync_warp_used else k(f"conv{i + 1}_{name}")
         self.kernels = {label: [sw(i, name) for i in range(self.n)] for label, name, _ in policies}
         if self.kernels and self.occupancy_ok_without_ordering():
@@ -118,10 +116,9 @@ class ConvChain:
         cupy.cuda.Device().synchronize()  # filled on the default stream; the chain runs on others
 
     def occupancy_ok_without_ordering(self) -> bool:
-        """W (no wait-kernel, no PDL) is safe only when every grid of the chain fits at once: each
-        block takes 1/occupancy of an SM (the sync-warp kernels may have a lower occupancy)."""
+        """W (no wait-kernel, no PDL) is safe only when every grid of the chain fits at once."""
         ks = next(iter(self.kernels.values()), [self.plain_kernel] * self.n)
-        return sum(self.num_tiles / driver.max_active_blocks(k) for k in ks) <= driver.sm_count()
+        return driver.resident_at_once([(self.num_tiles, driver.max_active_blocks(k)) for k in ks])
 
     def configs(self) -> list[Config]:
         out = [STREAM_SYNC, PDL_ALONE]

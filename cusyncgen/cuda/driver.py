@@ -179,6 +179,19 @@ class GemmArgs(ctypes.Structure):
         (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")]
 
 
+def sync_warp_pays(blocks: int, with_sync_warp: Kernel, without: Kernel) -> bool:
+    """The hosts' rule for a waiting kernel's sync warp (gemm.cuh, conv2d.cuh): use it where it
+    costs no occupancy, or where the grid of `blocks` still fits one wave with it."""
+    occ = max_active_blocks(with_sync_warp)
+    return occ >= max_active_blocks(without) or blocks <= occ * sm_count()
+
+
+def resident_at_once(grids) -> bool:
+    """Do grids of (blocks, blocks per SM) fit on the GPU together? Each block takes 1/occupancy
+    of an SM (kernels of one chain may have different occupancies, e.g. with a sync warp)."""
+    return sum(blocks / occupancy for blocks, occupancy in grids) <= sm_count()
+
+
 def max_shared_carveout(kernels) -> None:
     """Ask for the largest shared-memory carveout for every kernel. Kernels launched with no
     ordering (W) must all be resident at once, and an SM whose first resident block chose a

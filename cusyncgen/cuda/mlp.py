@@ -53,10 +53,8 @@ class MLP:
         self.sync_warp_used = False
         if self.policies and self.sync_warp is not False and self.module.constant_int("has_sync_warp"):
             first = self.policies[0][0]
-            occ_sw = driver.max_active_blocks(self._kernel(f"gemm2_{first}_S"))
-            one_wave = self.grid2[0] * self.grid2[1] <= occ_sw * driver.sm_count()
-            self.sync_warp_used = bool(self.sync_warp) or one_wave or (
-                occ_sw >= driver.max_active_blocks(self._kernel(f"gemm2_{first}")))
+            self.sync_warp_used = bool(self.sync_warp) or driver.sync_warp_pays(
+                self.grid2[0] * self.grid2[1], self._kernel(f"gemm2_{first}_S"), self._kernel(f"gemm2_{first}"))
         sw = "S" if self.sync_warp_used else ""
         for name, _ in self.policies:
             self.kernels[name] = (self._kernel(f"gemm1_{name}"), self._kernel(f"gemm2_{name}" + (f"_{sw}" if sw else "")),
@@ -156,10 +154,9 @@ class MLP:
     def occupancy_ok_without_ordering(self) -> bool:
         """W (no wait-kernel, no PDL) is safe only when both grids fit on the GPU at once."""
         k1, k2, _ = self.kernels[self.policies[0][0]] if self.policies else self.kernels[None]
-        # each block takes 1/occupancy of an SM (the sync-warp consumer may have a lower occupancy)
-        need = (self.grid1[0] * self.grid1[1] / driver.max_active_blocks(k1)
-                + self.grid2[0] * self.grid2[1] / (1 if self.spread_smem else driver.max_active_blocks(k2)))
-        return need <= driver.sm_count()
+        return driver.resident_at_once([(self.grid1[0] * self.grid1[1], driver.max_active_blocks(k1)),
+                                        (self.grid2[0] * self.grid2[1],
+                                         1 if self.spread_smem else driver.max_active_blocks(k2))])
 
 
 def _gemm_args(a, b, c, M, N, K, F):

@@ -77,6 +77,7 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
 
     import cupy
 
+    from cusyncgen.cuda.bench import rel_err
     from cusyncgen.cuda.chain import Config
     from cusyncgen.cuda.mlp import MLP
 
@@ -110,7 +111,6 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
                 stream.synchronize()
             finally:
                 mlp.kernels[cfg.policy] = saved
-            from cusyncgen.cuda.bench import rel_err
             err = rel_err(outs[1], ref)
             p, c = mlp._stages[cfg.policy] if cfg.policy else mlp.plain
             stages = {"gemm1": block_records(p), "gemm2": block_records(c)}

@@ -71,7 +71,8 @@ def family(config: str) -> str:
 
 def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str | None = None) -> dict:
     """Measure (or, for points already in the cache, reuse) every candidate and choose per size.
-    device: report from the cache of that device without a GPU (every point must be cached)."""
+    device: report from the cache of that device without a GPU (every point must be cached, with
+    the runtime the cache was last measured with, which may predate this checkout's)."""
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
     if device is None:
         from cusyncgen.cuda import driver
@@ -97,6 +98,9 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
         return entry
 
     runtime = build.runtime_digest()[:12]  # results of an older runtime or kernel are measured again
+    if device is not None and cache[dev]:
+        # a report from the cache: the runtime it was measured with (its latest, if several)
+        runtime = next(reversed(cache[dev])).rsplit("|", 1)[1]
     choices = []
     for model in models:
         for M in sweep:
@@ -132,7 +136,7 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
                 print(f"{model} M={M}: {best['config']} [{best['tiles']}] {best['speedup_vs_streamsync']:.3f}x "
                       f"(predicted {prediction and prediction['policy']}) [{time.time() - t0:.0f} s]",
                       file=sys.stderr, flush=True)
-    return {"device": dev, "workload": "mlp", "choices": choices}
+    return {"device": dev, "workload": "mlp", "runtime": runtime, "choices": choices}
 
 
 NO_TILE_SYNC = ("StreamSync", "PDL")
@@ -287,7 +291,7 @@ def main(argv=None) -> int:
                          "conv2d and attention)")
     ap.add_argument("--from-cache", type=Path, default=None,
                     help="mlp: report from a tune cache (tune-cache-<device>.json) without a GPU; every point "
-                         "must be in it, measured with this runtime")
+                         "must be in it (measured with the runtime of its latest entries)")
     ap.add_argument("--iters", type=int, default=25)
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)

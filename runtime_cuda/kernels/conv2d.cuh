@@ -9,8 +9,9 @@
 // A is gathered on the fly (im2col in the cp.async addresses, zero-fill for the padding).
 // C % BK == 0, K % BN == 0, any B*P*Q; checked on the host by conv2d_args_error().
 //
-// Machinery as runtime_cuda/kernels/gemm.cuh: SM80_16x8x16_F32F16F16F32_TN mma.sync TiledMMA,
-// cp.async (16 B, zero-fill) through a Stages-deep pipeline, ldmatrix, swizzled shared layouts.
+// Machinery as runtime_cuda/kernels/gemm.cuh (kernels/sm80_tile.cuh): SM80_16x8x16_F32F16F16F32_TN
+// mma.sync TiledMMA, cp.async (16 B, zero-fill) through a Stages-deep pipeline, ldmatrix, swizzled
+// shared layouts.
 //
 // CuSync hooks (Stage: cusync::CuStage, runtime_cuda/cusync/stage.h), called by all threads:
 //   cusync::Tile t = stage.start();          tile (t.x, t.y) = (channel tile, pixel tile)
@@ -28,10 +29,7 @@
 // branch 6, post 1, flags / stage parameter / kernel ABI 8.
 #pragma once
 
-#include <cuda_fp16.h>
-#include <cute/tensor.hpp>
-#include <cute/atom/mma_atom.hpp>
-#include <cute/atom/copy_atom.hpp>
+#include <kernels/sm80_tile.cuh>
 #include <cusync/sync.h>
 #include <cusync/tile.h>
 
@@ -52,7 +50,7 @@ struct ConvArgs {
 };
 
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int ProdBN_ = BN_, bool SyncWarp_ = false>
-struct ConvConfig {
+struct ConvConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_, ProdBN = ProdBN_;
   static constexpr int kThreads = WarpsM * WarpsN * 32;  // compute threads
@@ -70,22 +68,6 @@ struct ConvConfig {
                 "each thread must copy a whole number of 16-byte chunks per tile");
   static_assert(kThreads % (BK / 8) == 0, "a thread must copy the same channel chunk in every row it loads");
   static_assert(ProdBN % BK == 0, "a k-block's channels must lie inside one producer tile: ProdBN % BK == 0");
-
-  using SmemAtom = std::conditional_t<
-      BK == 64,
-      decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
-                                 cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{})),
-      decltype(cute::composition(cute::Swizzle<2, 3, 3>{},
-                                 cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}))>;
-  using SmemLayoutA = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::make_shape(cute::Int<BM>{}, cute::Int<BK>{}, cute::Int<Stages>{})));
-  using SmemLayoutB = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::make_shape(cute::Int<BN>{}, cute::Int<BK>{}, cute::Int<Stages>{})));
-  using TiledMma = decltype(cute::make_tiled_mma(
-      cute::SM80_16x8x16_F32F16F16F32_TN{},
-      cute::Layout<cute::Shape<cute::Int<WarpsM>, cute::Int<WarpsN>, cute::_1>>{},
-      cute::Tile<cute::Int<16 * WarpsM>, cute::Int<16 * WarpsN>, cute::_16>{}));
-  using S2RAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, cute::half_t>;
 };
 
 // Host-side argument check: nullptr when fine, else a message.
@@ -97,17 +79,6 @@ inline const char* conv2d_args_error(const ConvArgs& a) {
   if ((a.flags & kConvWaitInput) && a.Q + 1 > Cfg::BM) return "Conv2D: the halo needs BM >= Q + 1";
   return nullptr;
 }
-
-namespace conv_detail {
-
-__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem_addr, const void* gptr, bool pred) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(pred ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_fence() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-}  // namespace conv_detail
 
 template <class Cfg, class StageT>
 __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stage, char* smem) {
@@ -191,7 +162,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
       const int h = a_p[i] + dr, w = a_q[i] + ds;
       const bool ok = h >= 0 && h < P && w >= 0 && w < Q;
       const half* src = ok ? src0 + (long long)row * C : args.X;
-      conv_detail::cp_async_16_zfill(sA_addr + 2u * uint32_t(lA(row, kc, s)), src, ok);
+      detail::cp_async_16_zfill(sA_addr + 2u * uint32_t(lA(row, kc, s)), src, ok);
     }
   };
   auto load_b = [&](int kt, int s) {
@@ -201,7 +172,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
     for (int i = 0; i < B_ITERS; ++i) {
       const int row = (tid + i * THREADS) / CPR;
       const half* src = args.W + (long long)(n0 + row) * ldw + k0 + kc;
-      conv_detail::cp_async_16_zfill(sB_addr + 2u * uint32_t(lB(row, kc, s)), src, true);
+      detail::cp_async_16_zfill(sB_addr + 2u * uint32_t(lB(row, kc, s)), src, true);
     }
   };
   // CuSync: before k-block kt's A copy, wait on the producer tiles it reads: channel tile
@@ -269,10 +240,10 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   CUTE_UNROLL
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) load_k_tile(s, s);
-    conv_detail::cp_async_fence();
+    detail::cp_async_fence();
   }
   int read_stage = 0, write_stage = STAGES - 1, next_k_tile = STAGES - 1;
-  conv_detail::cp_async_wait<STAGES - 2>();
+  detail::cp_async_wait<STAGES - 2>();
   cusync::compute_sync<SYNC_WARP, THREADS>();
   load_frag(0, read_stage);
 
@@ -282,7 +253,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
     for (int kb = 0; kb < K_BLOCKS; ++kb) {
       if (kb == K_BLOCKS - 1) {
         read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
-        conv_detail::cp_async_wait<STAGES - 2>();
+        detail::cp_async_wait<STAGES - 2>();
         cusync::compute_sync<SYNC_WARP, THREADS>();
       }
       const int kb_next = (kb + 1) % K_BLOCKS;
@@ -291,12 +262,12 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
         if (next_k_tile < k_tiles) load_k_tile(next_k_tile, write_stage);
         ++next_k_tile;
         write_stage = (write_stage + 1 == STAGES) ? 0 : write_stage + 1;
-        conv_detail::cp_async_fence();
+        detail::cp_async_fence();
       }
       gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), accum);
     }
   }
-  conv_detail::cp_async_wait<0>();
+  detail::cp_async_wait<0>();
 
   // ---- Epilogue: bias + ReLU in fp32, fp16 pairs stored from the accumulators.
   Tensor cC = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});

@@ -16,8 +16,8 @@
 // N % BN == 0, K % BK == 0 (and F % BK == 0), checked on the device (printf + trap) and by
 // cusync_kernels::gemm_args_error() on the host.
 //
-// Machinery: SM80_16x8x16_F32F16F16F32_TN mma.sync TiledMMA, cp.async (16 B, .cg, zero-fill)
-// global->shared copies through a Stages-deep pipeline, ldmatrix (SM75_U32x4_LDSM_N) shared->register
+// Machinery (kernels/sm80_tile.cuh, shared with conv2d.cuh): SM80_16x8x16_F32F16F16F32_TN mma.sync
+// TiledMMA, cp.async (16 B, .cg, zero-fill) global->shared copies through a Stages-deep pipeline, ldmatrix (SM75_U32x4_LDSM_N) shared->register
 // copies, Swizzle<3,3,3> / Swizzle<2,3,3> shared layouts.  It compiles for sm_80 and sm_90 and runs
 // on Hopper, but does not use wgmma / TMA (the sm_90a path, out of scope): on an H200 it runs at
 // about half of cuBLAS's throughput for M >= 256 (~390 TF/s) and within 4-35% of it at M <= 64
@@ -46,10 +46,7 @@
 // StageType must be a single token (use a typedef/using for template stage types).
 #pragma once
 
-#include <cuda_fp16.h>
-#include <cute/tensor.hpp>
-#include <cute/atom/mma_atom.hpp>
-#include <cute/atom/copy_atom.hpp>
+#include <kernels/sm80_tile.cuh>
 #include <cusync/sync.h>
 #include <cusync/tile.h>
 
@@ -91,7 +88,7 @@ struct NoStage {
 // ---------------------------------------------------------------------------------------------
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, class Epilogue_ = EpiIdentity,
           int SwiGLU_ = 0, bool Reorder_ = false, int ProdBN_ = 128, bool SyncWarp_ = false>
-struct GemmConfig {
+struct GemmConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_;
   // SwiGLU: 0 off; 1 (or true): combined on the register fragments after ldmatrix, fp32 math;
@@ -125,23 +122,6 @@ struct GemmConfig {
   static_assert(ProdBN % BK == 0, "a k-block of A must lie inside one producer tile: ProdBN % BK == 0");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB limit of sm_90");
 
-  // Swizzled K-major shared layouts (the CUTLASS SM80 TN defaults).
-  using SmemAtom = cute::conditional_t<
-      BK == 64,
-      decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
-                                 cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{})),
-      decltype(cute::composition(cute::Swizzle<2, 3, 3>{},
-                                 cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}))>;
-  using SmemLayoutA = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::make_shape(cute::Int<BM>{}, cute::Int<BK>{}, cute::Int<Stages>{})));
-  using SmemLayoutB = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::make_shape(cute::Int<BN>{}, cute::Int<BK>{}, cute::Int<Stages>{})));
-
-  using TiledMma = decltype(cute::make_tiled_mma(
-      cute::SM80_16x8x16_F32F16F16F32_TN{},
-      cute::Layout<cute::Shape<cute::Int<WarpsM>, cute::Int<WarpsN>, cute::_1>>{},
-      cute::Tile<cute::Int<16 * WarpsM>, cute::Int<16 * WarpsN>, cute::_16>{}));
-  using S2RAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, cute::half_t>;
 };
 
 // Host-side argument check: nullptr when fine, else a message.
@@ -157,14 +137,6 @@ inline const char* gemm_args_error(const GemmArgs& a) {
 }
 
 namespace detail {
-
-__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem_addr, const void* gptr, bool pred) {
-  const int src_size = pred ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_size));
-}
-__device__ __forceinline__ void cp_async_fence() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Copy a [ROWS, BK] fp16 tile (row-major in global memory, ld elements apart) into one stage of a
 // swizzled shared layout; rows >= rows_valid are zero-filled without reading global memory.
