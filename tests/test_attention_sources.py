@@ -73,7 +73,8 @@ def _pad(t):
 @pytest.mark.parametrize("shape", SHAPES[:2], ids=lambda s: s.name)
 def test_module_source_instantiates_each_kernel_once(shape):
     src = ma.module_source(shape)
-    for k in ("attn_qkv", "attn_pgemm", "attn_out", "attn_out_R", "attn_softmax", "attn_rv"):
+    for k in ("attn_qkv", "attn_pgemm", "attn_out", "attn_out_R", "attn_softmax", "attn_rv",
+              "attn_pgemm_S", "attn_out_S", "attn_out_RS"):
         assert src.text.count(f"({k},") == 1
     assert "CUSYNC_DEBUG" in ma.module_source(shape, debug=True).defines
     assert len(ma.prebuild_sources()) == len(ma.bench_shapes()) + len(ma.TEST_SHAPES)
@@ -89,7 +90,10 @@ def test_dep_files_are_the_examples():
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None or build.cutlass_include_dir() is None,
                     reason="needs nvcc and the CUTLASS headers (pip install nvidia-cutlass)")
-def test_attention_module_compiles(tmp_path, monkeypatch):
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_attention_module_compiles(tmp_path, monkeypatch, arch):
+    """Every kernel of an attention module (sync-warp variants included) for Hopper and Ampere."""
     monkeypatch.setenv("CUSYNCGEN_CACHE", str(tmp_path))
-    paths = build.build_many([ma.module_source(ma.Shape("llama", 2, 1, 512), debug=True)], arch="sm_90a", jobs=1)
+    shape = ma.Shape("llama", 2, 1, 512) if arch == "sm_90a" else ma.Shape("gpt3", 1, 512, 0)
+    paths = build.build_many([ma.module_source(shape, debug=arch == "sm_90a")], arch=arch, jobs=1)
     assert paths[0].stat().st_size > 0

@@ -19,15 +19,17 @@ if ok:
 _atts = {}
 
 
-def _att(shape):
-    if shape not in _atts:
-        _atts[shape] = Attention(Shape(*shape), debug=True)
-    return _atts[shape]
+def _att(shape, sync_warp=False):
+    if (shape, sync_warp) not in _atts:
+        _atts[(shape, sync_warp)] = Attention(Shape(*shape), debug=True, sync_warp=sync_warp)
+    return _atts[(shape, sync_warp)]
 
 
+@pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
 @pytest.mark.parametrize("shape", TEST_SHAPES, ids=lambda s: f"{s[0]}-B{s[1]}-S{s[2]}-Sp{s[3]}")
-def test_every_kernel_under_every_policy_matches_float32(shape):
-    att = _att(shape)
+def test_every_kernel_under_every_policy_matches_float32(shape, sync_warp):
+    att = _att(shape, sync_warp)
+    assert att.sync_warp_used == {"pgemm": sync_warp, "out": sync_warp}
     assert {"TileSync", "RowSync", "StridedSync+RowSync+TileSync"} <= set(att.policy_names)
     stream = cupy.cuda.Stream(non_blocking=True)
     failures = []
@@ -43,10 +45,11 @@ def test_every_kernel_under_every_policy_matches_float32(shape):
     assert not failures, failures
 
 
-def test_repeated_launches_and_graph_replays_stay_correct():
+@pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
+def test_repeated_launches_and_graph_replays_stay_correct(sync_warp):
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.chain import Config
-    att = _att(TEST_SHAPES[2])
+    att = _att(TEST_SHAPES[2], sync_warp)
     stream = cupy.cuda.Stream(non_blocking=True)
     b = att.buffers(seed=7)
     cfgs = [c for c in att.configs() if c.policy]
@@ -84,4 +87,28 @@ def test_a_consumer_without_its_producer_raises_instead_of_hanging():
     stream.synchronize()
     with pytest.raises(CusyncTimeoutError, match="gP.*g1"):
         gP.raise_if_timed_out()
+    torch.cuda.synchronize()
+
+
+def test_a_sync_warp_consumer_without_its_producer_raises_instead_of_hanging():
+    """The output GeMM's sync warp (OutStage::serve_k) reports the T tile it timed out on."""
+    from cusyncgen.cuda.stages import CusyncTimeoutError, Stage
+    from cusyncgen.cuda.modules_attention import num_sems
+    from cusyncgen.cuda import driver
+    from cusyncgen.cuda.attention import AttnGeo, _ptr
+    att = _att(TEST_SHAPES[3], True)
+    sems = num_sems(att.compiled, "TileSync")
+    gT, g2 = Stage("gT", 3, sems["gT"], timeout_ms=20), Stage("g2", 4, 0, timeout_ms=20)
+    g2.depends_on(gT, 0, "gT (R V)")
+    b = att.buffers(seed=2)
+    sh = att.shape
+    geo = AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]), sh.B, sh.S, sh.Sp, sh.NH, 128,
+                  3 * sh.D, sh.Npad, sh.D)
+    a_out = driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
+                            lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    att.k_sync["out"].launch(att.grids["g2"], [a_out, g2.args(True), att.index["TileSync"]["out"], geo], stream)
+    stream.synchronize()
+    with pytest.raises(CusyncTimeoutError, match="g2.*gT"):
+        g2.raise_if_timed_out()
     torch.cuda.synchronize()

@@ -137,11 +137,16 @@ class Attention:
 
     sync_each = False  # diagnosis: StreamSync synchronizes after every kernel and names the one that faults
 
-    def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT):
+    def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT,
+                 sync_warp: bool | None = None, timeline: bool = False):
+        """sync_warp: the waiting GeMMs (P and output) wait in a sync warp of their own (gemm.cuh)
+        -- None: each where it costs no occupancy or its grid still fits one wave with it
+        (driver.sync_warp_pays); True: both; False: neither (thread 0 waits)."""
         self.shape = sh = shape
         self.dropout = dropout
         self.compiled, self.ns = compile_dep(sh)
-        self.module = driver.Module(build.build(module_source(sh, debug), arch or driver.arch()))
+        self.timeline = timeline  # CUSYNC_TIMELINE build: every block's SM and times (cusyncgen.cuda.timeline)
+        self.module = driver.Module(build.build(module_source(sh, debug, timeline), arch or driver.arch()))
         k = self.module.kernel
         self.k = {"qkv": k("attn_qkv", sh.gemm_threads, sh.gemm_smem), "pgemm": k("attn_pgemm", sh.gemm_threads, sh.gemm_smem),
                   "softmax": k("attn_softmax", 256), "rv": k("attn_rv", 256),
@@ -151,13 +156,25 @@ class Attention:
         self.policy_names = list(configs(self.compiled))
         self.grids = sh.grids()
         self.tiles = [math.prod(self.grids[g]) for g in ORDER]
+        # The synchronized P and output GeMMs: with or without a sync warp (StreamSync and PDL
+        # alone always run the plain kernels).
+        self.sync_warp_used = {}
+        self.k_sync = {}
+        for role, grid in (("pgemm", "gP"), ("out", "g2")):
+            ks = k(f"attn_{role}_S", sh.gemm_threads + 32, sh.gemm_smem)
+            use = sync_warp if sync_warp is not None else driver.sync_warp_pays(
+                math.prod(self.grids[grid]), ks, self.k[role])
+            self.sync_warp_used[role] = bool(use)
+            self.k_sync[role] = ks if use else self.k[role]
+            if role == "out":
+                self.k_sync["out_R"] = k("attn_out_RS", sh.gemm_threads + 32, sh.gemm_smem) if use else self.k["out_R"]
         self._stages = {None: self._make_stages(None)}
         for name in self.policy_names:
             self._stages[name] = self._make_stages(name)
 
     def _make_stages(self, config):
         sems = num_sems(self.compiled, config)
-        st = [Stage(g, i, sems[g]) for i, g in enumerate(ORDER)]
+        st = [Stage(g, i, sems[g], timeline_blocks=self.tiles[i] if self.timeline else 0) for i, g in enumerate(ORDER)]
         st[1].depends_on(st[0], 0, "g1 (QKV GeMM)")
         st[2].depends_on(st[1], 0, "gP (P GeMM)")
         st[3].depends_on(st[2], 0, "gR (softmax)")
@@ -218,10 +235,12 @@ class Attention:
         sm = SoftmaxArgs(_ptr(b["P"]), _ptr(b["R"]), sh.S, sh.Npad, sh.L, 1.0 / math.sqrt(DH),
                          int(self.dropout * 2 ** 32), 1.0 / (1.0 - self.dropout), b["seed"])
         G = self.grids
-        kout = self.k["out_R" if cfg.reorder else "out"]
+        ks = self.k if cfg.policy is None else {**self.k, **self.k_sync}
+        kout = ks["out_R" if cfg.reorder else "out"]
+        kp = ks["pgemm"]
         launches = [
             lambda s, sa, pdl: self.k["qkv"].launch(G["g1"], [a_qkv, sa, which["qkv"], geo], s, pdl),
-            lambda s, sa, pdl: self.k["pgemm"].launch(G["gP"], [a_p, sa, which["pgemm"], geo], s, pdl),
+            lambda s, sa, pdl: kp.launch(G["gP"], [a_p, sa, which["pgemm"], geo], s, pdl),
             lambda s, sa, pdl: self.k["softmax"].launch(G["gR"], [sm, sa, which["softmax"]], s, pdl),
             lambda s, sa, pdl: self.k["rv"].launch(G["gT"], [geo, sa, which["rv"]], s, pdl),
             lambda s, sa, pdl: kout.launch(G["g2"], [a_out, sa, which["out"], geo], s, pdl),
@@ -339,11 +358,11 @@ class Attention:
         return flops, byts
 
 
-def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, extra=None):
+def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, extra=None, sync_warp=None):
     """Rows of the result table for one shape; PyTorch SDPA rows go to `extra`."""
     from cusyncgen.cuda import baselines, timing
     extra = [] if extra is None else extra
-    att = Attention(shape)
+    att = Attention(shape, sync_warp=sync_warp)
     sets = [att.buffers(seed=seed + s) for s in range(3)]
     rows, base = [], None
     for cfg in att.configs():
@@ -361,6 +380,7 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
                "kernel_errs": {k: float(f"{v:.3g}") for k, v in errs.items()}, "B": shape.B, "S": shape.S, "Sp": shape.Sp}
         if cfg.policy:
             row["policies"] = att.policies_of(cfg.policy)
+            row["sync_warp"] = [r for r, used in att.sync_warp_used.items() if used]
         rows.append(row)
     att.check_stages()
     b = sets[0]
@@ -394,7 +414,7 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
     return rows
 
 
-def bench(models=None, sweep=None, iters: int = 30) -> dict:
+def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = None) -> dict:
     """Every shape of the sweep (B*S for prompt processing, B for generation), every configuration."""
     from cusyncgen.cuda import baselines
     models = models.split(",") if isinstance(models, str) else models
@@ -405,7 +425,7 @@ def bench(models=None, sweep=None, iters: int = 30) -> dict:
     for i, sh in enumerate(shapes):
         t0 = time.time()
         try:
-            point = measure_point(sh, iters, stream, seed=100 * i, ceil=ceil, extra=sdpa)
+            point = measure_point(sh, iters, stream, seed=100 * i, ceil=ceil, extra=sdpa, sync_warp=sync_warp)
         except Exception as exc:
             print(f"[{i + 1}/{len(shapes)}] {sh.label} M={sh.size}: FAILED {exc.__class__.__name__}: {exc}",
                   file=sys.stderr, flush=True)

@@ -271,6 +271,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=None, help="comma-separated models of the workload (default: all)")
     ap.add_argument("--M", default=None, help="comma-separated sizes of the sweep (default: the paper's)")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--sync-warp", choices=["auto", "on", "off"], default="auto",
+                    help="conv2d/attention: the waiting kernels' sync warp (default: where it pays); "
+                         "results of on/off go to files named -syncwarp-on/-off")
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     from cusyncgen.cuda import available
@@ -293,8 +296,10 @@ def main(argv=None) -> int:
     else:
         import importlib
         mod, fn = WORKLOADS[args.workload].split(":")
-        res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters)
-    for p in write(res, args.out_dir, f"{args.workload}-{dev}"):
+        sw = {"auto": None, "on": True, "off": False}[args.sync_warp]
+        res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters, sync_warp=sw)
+    suffix = "" if args.sync_warp == "auto" or args.workload in ("mlp", "overhead") else f"-syncwarp-{args.sync_warp}"
+    for p in write(res, args.out_dir, f"{args.workload}-{dev}{suffix}"):
         print(p)
     print(markdown(res))
     return 0

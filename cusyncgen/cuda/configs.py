@@ -25,12 +25,16 @@ class Config:
         """The inverse of .name: "StreamSync", "PDL", "RowSync+PDL+RT", "TileSync+WRT", ..."""
         if name in ("StreamSync", "PDL"):
             return STREAM_SYNC if name == "StreamSync" else PDL_ALONE
-        policy, *rest = name.split("+")
-        pdl = bool(rest) and rest[0] == "PDL"
-        opts = rest[1:] if pdl else rest
-        if len(opts) > 1 or (opts and (not opts[0] or set(opts[0]) - set("WRT"))):
+        # the policy may itself hold '+' (one policy per dependency: "StridedSync+RowSync+TileSync");
+        # the options are the trailing tokens: "PDL", then a token of W, R and T
+        tokens = name.split("+")
+        flags = tokens.pop() if len(tokens) > 1 and tokens[-1] and not set(tokens[-1]) - set("WRT") else ""
+        pdl = len(tokens) > 1 and tokens[-1] == "PDL"
+        if pdl:
+            tokens.pop()
+        policy = "+".join(tokens)
+        if not policy or any("Sync" not in t for t in tokens):
             raise ValueError(f"not a configuration name: {name!r}")
-        flags = opts[0] if opts else ""
         if "W" in flags and (pdl or "T" not in flags):
             raise ValueError(f"not a configuration name: {name!r} (W goes with T and without PDL)")
         ordering = "pdl" if pdl else "none" if "W" in flags else "waitkernel"

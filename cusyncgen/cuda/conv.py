@@ -12,6 +12,8 @@ the policies cusyncgen generates from examples/conv_resnet38.dep and examples/co
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -62,11 +64,10 @@ class ConvChain:
         self.grid = grid(self.layer, self.batch, t)
         self.num_tiles = self.grid[0] * self.grid[1]
         self.sync_warp_used = False
-        # Auto: only in 2-Conv2D chains. A release-build bench of a 4-Conv2D VGG-19 chain with sync
-        # warps (vgg19-L3, batch 4) hung on the H200 in the W ordering under graph replay (fixed by
-        # driver.max_shared_carveout, checked only by benchmarks/hang_probe.py); such chains were not
-        # re-measured, so they use it only when asked.
-        if self.sync_warp or (self.sync_warp is None and self.n == 2 and policies):
+        # Auto: where it costs no occupancy or the grid still fits one wave with it (ResNet-38 and
+        # VGG-19 alike). (A 4-Conv2D chain with sync warps once hung in the W ordering under graph
+        # replay: fixed by driver.max_shared_carveout below, benchmarks/hang_probe.py.)
+        if self.sync_warp or (self.sync_warp is None and policies):
             self.sync_warp_used = bool(self.sync_warp) or driver.sync_warp_pays(
                 self.num_tiles, k(f"conv2_{policies[0][1]}_S", 32), self.plain_kernel)
         sw = lambda i, name: k(f"conv{i + 1}_{name}_S", 32) if i > 0 and self.sync_warp_used else k(f"conv{i + 1}_{name}")
@@ -124,9 +125,8 @@ class ConvChain:
         out = [STREAM_SYNC, PDL_ALONE]
         # W with sync warps in a chain of more than 2 hung under CUDA-graph replay on the H200
         # (vgg19-L3 batch 4, Conv2DTileSync+WT) until every kernel asked for the largest shared
-        # memory carveout (__post_init__); measured with that fix only by benchmarks/hang_probe.py,
-        # so such chains still run without W.
-        w_ok = self.occupancy_ok_without_ordering() and not (self.sync_warp_used and self.n > 2)
+        # memory carveout (__post_init__).
+        w_ok = self.occupancy_ok_without_ordering()
         for p in self.policy_names:
             for reorder in (False, True):
                 out.append(Config(p, "waitkernel", True, reorder))
@@ -227,10 +227,11 @@ def torch_chain(chain: ConvChain, x, ws, bs):
     return fn
 
 
-def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None) -> list[dict]:
+def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None,
+                  sync_warp: bool | None = None) -> list[dict]:
     from cusyncgen.cuda import baselines, timing
     import torch
-    chain = ConvChain(model, layer, batch)
+    chain = ConvChain(model, layer, batch, sync_warp=sync_warp)
     sets = [chain.buffers(seed=seed + s) for s in range(3)]
     outs = [chain.outputs() for _ in sets]
     x, ws, bs = sets[0]
@@ -249,7 +250,7 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
         base = base or t
         rows.append({"model": name, "M": batch, "config": cfg.name, "time_us": round(t, 2),
                      "speedup_vs_streamsync": round(base / t, 4), "correct": err < TOL, "rel_err": err,
-                     "tiles": chain.tiles.label, "grid": list(chain.grid[:2])})
+                     "tiles": chain.tiles.label, "grid": list(chain.grid[:2]), "sync_warp": chain.sync_warp_used})
     torch.backends.cudnn.benchmark = True
     fn = torch_chain(chain, x, ws, bs)
     terr = rel_err([cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:])
@@ -259,7 +260,7 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
     return rows
 
 
-def bench(models=None, sweep=None, iters: int = 30, progress: bool = True) -> dict:
+def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_warp: bool | None = None) -> dict:
     """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph)."""
     if isinstance(models, str):
         models = models.split(",")
@@ -268,8 +269,12 @@ def bench(models=None, sweep=None, iters: int = 30, progress: bool = True) -> di
     work = bench_points(models, sweep or BATCHES)
     for i, (m, layer, b) in enumerate(work):
         t0 = time.time()
-        point = measure_point(m, layer, b, iters, stream, seed=1000 * i)
+        point = measure_point(m, layer, b, iters, stream, seed=1000 * i, sync_warp=sync_warp)
         rows += point
+        partial = os.environ.get("CUSYNCGEN_PARTIAL")
+        if partial:  # a crash or a hang later still leaves the points measured so far
+            with open(partial, "w") as f:
+                json.dump({"device": driver.device_name(), "workload": "conv2d", "rows": rows}, f)
         if progress:
             cus = [r for r in point if r["correct"] and r["config"] not in ("StreamSync", "PDL", "cuDNN", "cuDNN+graph")]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None

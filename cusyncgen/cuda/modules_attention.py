@@ -94,10 +94,11 @@ class Shape:
     def name(self) -> str:
         return f"attn_{self.model}_B{self.B}_S{self.S}_Sp{self.Sp}"
 
-    def gemm_cfg(self, reorder: bool = False) -> str:
+    def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False) -> str:
+        tail = f"cusync_kernels::EpiIdentity, 0, {str(reorder).lower()}, {DH}, {str(sync_warp).lower()}>"
         if self.prompt:
-            return f"cusync_kernels::GemmConfig<128, 128, 32, 4, 2, 2, cusync_kernels::EpiIdentity, 0, {str(reorder).lower()}, {DH}>"
-        return f"cusync_kernels::GemmConfig<64, 128, 64, 4, 2, 2, cusync_kernels::EpiIdentity, 0, {str(reorder).lower()}, {DH}>"
+            return f"cusync_kernels::GemmConfig<128, 128, 32, 4, 2, 2, {tail}"
+        return f"cusync_kernels::GemmConfig<64, 128, 64, 4, 2, 2, {tail}"
 
     @property
     def gemm_threads(self) -> int:
@@ -199,7 +200,7 @@ def num_sems(compiled, config: str | None) -> dict[str, int]:
             "gT": by[("depT2", "gT", p4)], "g2": 0}
 
 
-def module_source(shape: Shape, debug: bool = False) -> build.Source:
+def module_source(shape: Shape, debug: bool = False, timeline: bool = False) -> build.Source:
     compiled, ns = compile_dep(shape)
     types = role_types(shape, compiled, ns)
     lines = [f'#include "{ns}.h"', "#include <kernels/attention.cuh>", "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)"]
@@ -214,10 +215,17 @@ def module_source(shape: Shape, debug: bool = False) -> build.Source:
     lines.append("CUSYNC_ATTN_GEMM(attn_pgemm, CfgG, Sw_pgemm, PAd)")
     lines.append("CUSYNC_ATTN_GEMM(attn_out, CfgG, Sw_out, OutAd)")
     lines.append("CUSYNC_ATTN_GEMM(attn_out_R, CfgGR, Sw_out, OutAd)")
+    # the waiting GeMMs again with a sync warp (gemm.cuh SyncWarp; the adapters' serve_k)
+    lines.append(f"using CfgGS = {shape.gemm_cfg(False, True)};")
+    lines.append(f"using CfgGRS = {shape.gemm_cfg(True, True)};")
+    lines.append("CUSYNC_ATTN_GEMM(attn_pgemm_S, CfgGS, Sw_pgemm, PAd)")
+    lines.append("CUSYNC_ATTN_GEMM(attn_out_S, CfgGS, Sw_out, OutAd)")
+    lines.append("CUSYNC_ATTN_GEMM(attn_out_RS, CfgGRS, Sw_out, OutAd)")
     lines.append(f"CUSYNC_ATTN_SOFTMAX(attn_softmax, {shape.tile_m}, Sw_softmax, {ns}::depPR_gP_waits)")
     lines.append(f"CUSYNC_ATTN_RV(attn_rv, {shape.tile_m}, Sw_rv, {ns}::depTR1_gR_waits, {ns}::depTR1_g1_waits)")
-    return build.Source(shape.name + ("_debug" if debug else ""), "\n".join(lines) + "\n",
-                        headers=((f"{ns}.h", compiled.header),), defines=("CUSYNC_DEBUG",) if debug else ())
+    return build.Source(shape.name + ("_debug" if debug else "") + ("_timeline" if timeline else ""),
+                        "\n".join(lines) + "\n", headers=((f"{ns}.h", compiled.header),),
+                        defines=(("CUSYNC_DEBUG",) if debug else ()) + (("CUSYNC_TIMELINE",) if timeline else ()))
 
 
 def test_shapes() -> list[Shape]:

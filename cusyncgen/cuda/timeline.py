@@ -119,8 +119,37 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
     return out
 
 
+def trace_attention(model: str, B: int, S: int, Sp: int, configs: list[str], runs: int = 5,
+                    sync_warp: bool | None = None) -> dict:
+    """The five kernels of one Attention shape (cusyncgen.cuda.attention), as trace_mlp."""
+    import cupy
+
+    from cusyncgen.cuda.attention import Attention
+    from cusyncgen.cuda.chain import Config
+    from cusyncgen.cuda.modules_attention import Shape
+
+    att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = {"model": att.shape.label, "M": att.shape.size, "tiles": "default",
+           "sync_warp": [r for r, used in att.sync_warp_used.items() if used], "configs": {}}
+    bufs = att.buffers(seed=0)
+    for name in configs:
+        cfg = Config.parse(name)
+        if cfg.policy not in (None, *att.policy_names):
+            continue
+        for _ in range(runs):
+            att.run(stream, cfg, bufs)
+        stream.synchronize()
+        errs = att.check(bufs)
+        stages = {st.name: block_records(st) for st in att._stages[cfg.policy]}
+        out["configs"][name] = {"summary": summarize(stages), "rel_err": errs["chain"], "blocks": stages}
+    return out
+
+
 def describe(trace: dict) -> str:
-    lines = [f"{trace['model']} M={trace['M']} tiles {trace['tiles']}{'' if trace['sync_warp'] else ' (no sync warp)'}"]
+    sw = trace["sync_warp"]
+    lines = [f"{trace['model']} M={trace['M']} tiles {trace['tiles']}"
+             + ("" if sw is True else " (no sync warp)" if not sw else f" (sync warp: {', '.join(sw)})")]
     for name, r in trace["configs"].items():
         lines.append(f"  {name}: span {r['summary']['span_us']:.1f} us, rel err {r['rel_err']:.1e}")
         for st, s in r["summary"].items():
@@ -147,12 +176,14 @@ def plot(trace: dict, path: Path) -> None:
     fig, axes = plt.subplots(len(cfgs), 1, figsize=(11, 3.2 * len(cfgs)), squeeze=False)
     for ax, (name, r) in zip(axes[:, 0], cfgs):
         t0 = min(b["start"] for bs in r["blocks"].values() for b in bs)
-        for st, color in (("gemm1", "tab:blue"), ("gemm2", "tab:orange")):
+        colors = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+        for st, color in zip(r["blocks"], colors):
             for b in r["blocks"][st]:
                 ax.plot([(b["start"] - t0) / 1e3, (b["end"] - t0) / 1e3], [b["sm"], b["sm"]], color=color, lw=1.2)
                 if b["wait"]:
                     ax.plot([(b["start"] - t0) / 1e3, (b["wait"] - t0) / 1e3], [b["sm"], b["sm"]], color="0.8", lw=1.2)
-        ax.set_title(f"{trace['model']} M={trace['M']} {name} (blue: gemm1, orange: gemm2, grey: waiting)")
+        names = ", ".join(f"{c.split(':')[1]}: {st}" for st, c in zip(r["blocks"], colors))
+        ax.set_title(f"{trace['model']} M={trace['M']} {name} ({names}, grey: waiting)")
         ax.set_ylabel("SM")
     axes[-1, 0].set_xlabel("us")
     fig.tight_layout()
@@ -164,12 +195,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.timeline")
     ap.add_argument("--model", default="llama")
     ap.add_argument("--M", default="1")
+    ap.add_argument("--attention", default=None, metavar="B,S,Sp",
+                    help="trace the Attention chain of this shape instead (e.g. 1,1024,0: a prompt; 4,1,512)")
     ap.add_argument("--configs", default="StreamSync,PDL,RowSync+PDL+R,TileSync+PDL")
     ap.add_argument("--spread", action="store_true", help="also with the consumer spread one block per SM")
     ap.add_argument("--no-sync-warp", action="store_true", help="consumers wait in thread 0 (the older path)")
     ap.add_argument("-o", "--out", type=Path, default=Path("."))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.attention:
+        B, S, Sp = (int(v) for v in args.attention.split(","))
+        trace = trace_attention(args.model, B, S, Sp, args.configs.split(","),
+                                sync_warp=False if args.no_sync_warp else None)
+        print(describe(trace), flush=True)
+        stem = args.out / f"timeline-attn-{args.model}-B{B}-S{S}-Sp{Sp}{'' if not args.no_sync_warp else '-nosyncwarp'}"
+        stem.with_suffix(".json").write_text(json.dumps(trace))
+        plot(trace, stem.with_suffix(".png"))
+        return 0
     for M in (int(m) for m in args.M.split(",")):
         trace = trace_mlp(args.model, M, args.configs.split(","), spread=args.spread,
                           sync_warp=not args.no_sync_warp)

@@ -172,24 +172,30 @@ def matches_within_noise(prediction: dict | None, rows: list[dict]) -> bool:
 VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
 
 
-def choose_from_bench(result: dict) -> dict:
+def choose_from_bench(result) -> dict:
     """The tuner's choice for a workload whose tiles are fixed (Conv2D, Attention): per (model, size)
-    of a `cusyncgen bench` result, the fastest correct configuration of our kernels, StreamSync and
-    PDL alone included, never a vendor row."""
+    of one or more `cusyncgen bench` results of one device and workload (e.g. with and without sync
+    warps), the fastest correct configuration of our kernels, StreamSync and PDL alone included,
+    never a vendor row. With several results the baseline is the fastest StreamSync among them."""
+    results = result if isinstance(result, list) else [result]
+    if len({(r["device"], r["workload"]) for r in results}) != 1:
+        raise ValueError("bench results of different devices or workloads")
     groups: dict = {}
-    for r in result["rows"]:
-        if r["config"] not in VENDOR:
-            groups.setdefault((r["model"], r["M"]), []).append(r)
+    for res in results:
+        for r in res["rows"]:
+            if r["config"] not in VENDOR:
+                groups.setdefault((r["model"], r["M"]), []).append(r)
     choices = []
     for (model, M), rows in sorted(groups.items()):
-        base = next(r for r in rows if r["config"] == "StreamSync")
+        base = min((r for r in rows if r["config"] == "StreamSync"), key=lambda r: r["time_us"])
         best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"])
         speed = round(base["time_us"] / best["time_us"], 4)
         choices.append({"model": model, "M": M, "config": best["config"], "tiles": "default", "tile_cfg": None,
+                        "sync_warp": best.get("sync_warp") if best["config"] not in ("StreamSync", "PDL") else None,
                         "time_us": best["time_us"], "streamsync_us": base["time_us"], "speedup_vs_streamsync": speed,
                         "speedup_same_tiles": speed, "predicted": None, "measured_family": family(best["config"]),
                         "prediction_matches": False, "candidates": len(rows)})
-    return {"device": result["device"], "workload": result["workload"], "choices": choices}
+    return {"device": results[0]["device"], "workload": results[0]["workload"], "choices": choices}
 
 
 def geomean(xs) -> float:
@@ -222,7 +228,9 @@ def report(result: dict) -> str:
             pred = f"{p['policy']} ({(p.get('speedup') or 0):.2f}x)" if p else "-"
             match = ("yes" if c["prediction_matches"] else "no") if p else "-"
             loose = ("yes" if c.get("prediction_matches_within_noise") else "no") if p and "prediction_matches_within_noise" in c else "-"
-            lines.append(f"| {c['M']} | {c['config']} | {c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
+            sw = c.get("sync_warp")
+            chosen = c["config"] + (" (sync warp)" if sw is True or (isinstance(sw, list) and sw) else "")
+            lines.append(f"| {c['M']} | {chosen} | {c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
                          f"{c['speedup_vs_streamsync']:.3f}x | {c.get('speedup_same_tiles', c['speedup_vs_streamsync']):.3f}x | "
                          f"{pred} | {match} | {loose} |")
         predicted = [c for c in cs if c["predicted"]]
@@ -236,11 +244,22 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def sync_warp_label(choice: dict) -> str:
+    """Which kernels of the choice wait in a sync warp: "auto" (MLP: the host's rule), "" (none),
+    "all" (a chain of Conv2Ds), or the Attention kernels' roles."""
+    sw = choice.get("sync_warp", "auto")
+    if sw is None or sw is False or sw == []:
+        return ""
+    if sw is True:
+        return "all"
+    return sw if isinstance(sw, str) else ",".join(sw)
+
+
 def dispatch_header(result: dict) -> str:
     from cusyncgen.emit import render_template
     models = {}
     for c in sorted(result["choices"], key=lambda c: (c["model"], c["M"])):
-        models.setdefault(c["model"], []).append(c)
+        models.setdefault(c["model"], []).append(dict(c, sync_warp_label=sync_warp_label(c)))
     return render_template("dispatch.h.j2", device=result["device"], workload=result["workload"], models=models)
 
 
@@ -286,9 +305,9 @@ def main(argv=None) -> int:
     ap.add_argument("workload", choices=["mlp", "conv2d", "attention"])
     ap.add_argument("--models", default=None)
     ap.add_argument("--M", default=None)
-    ap.add_argument("--from-json", type=Path, default=None,
-                    help="choose from an existing `cusyncgen bench` result instead of measuring (no GPU needed; "
-                         "conv2d and attention)")
+    ap.add_argument("--from-json", type=Path, nargs="+", default=None,
+                    help="choose from existing `cusyncgen bench` results (one or more, e.g. with and without "
+                         "sync warps) instead of measuring (no GPU needed; conv2d and attention)")
     ap.add_argument("--from-cache", type=Path, default=None,
                     help="mlp: report from a tune cache (tune-cache-<device>.json) without a GPU; every point "
                          "must be in it (measured with the runtime of its latest entries)")
@@ -299,9 +318,10 @@ def main(argv=None) -> int:
         if args.workload == "mlp":
             ap.error("--from-json is for conv2d and attention (the MLP tune also varies tile shapes)")
         try:
-            res = choose_from_bench(json.loads(args.from_json.read_text()))
+            res = choose_from_bench([json.loads(p.read_text()) for p in args.from_json])
         except (OSError, ValueError, KeyError, StopIteration) as exc:
-            print(f"cusyncgen tune: error: {args.from_json}: not a bench result ({exc})", file=sys.stderr)
+            print(f"cusyncgen tune: error: {' '.join(map(str, args.from_json))}: not bench results of one "
+                  f"device and workload ({exc})", file=sys.stderr)
             return 1
         return _write(res, args.out_dir, slug(res["device"]))
     if args.from_cache is not None:

@@ -97,6 +97,8 @@ struct CuStage {
   // unsigned long long[4 * capacity] with capacity = args.timeout_ns, slot = ticket % capacity.
   unsigned long long tl_ticket;
   long long tl_start, tl_wait;
+  // A kernel whose compute threads learn of their last ready input elsewhere (a sync warp) says when.
+  __device__ __forceinline__ void note_wait(long long t) { tl_wait = t; }
 #endif
 
   __host__ __device__ CuStage() {}

@@ -34,10 +34,18 @@ template <class S0>
 struct StageSwitch<S0> {
   S0 s;
   __device__ __forceinline__ void init(const cusync::StageArgs& a, int) { s = S0(a); }
-  __device__ __forceinline__ cusync::Tile start(int) { return s.start(); }
+  __device__ __forceinline__ cusync::Tile start(int, int waiter = 0) { return s.start(waiter); }
   template <int I>
   __device__ __forceinline__ void wait(int, cusync::Tile t) { s.template wait<I>(t); }
+  template <int L, class Needs>
+  __device__ __forceinline__ void serve(int, int num_units, uint32_t* ready, Needs needs) {
+    s.template serve<L>(num_units, ready, needs);
+  }
   __device__ __forceinline__ void post(int, cusync::Tile t) { s.post(t); }
+  __device__ __forceinline__ void post_synced(int, cusync::Tile t) { s.post_synced(t); }
+#if defined(CUSYNC_TIMELINE)
+  __device__ __forceinline__ void note_wait(int, long long t) { s.note_wait(t); }
+#endif
 };
 template <class S0, class S1, class... Rest>
 struct StageSwitch<S0, S1, Rest...> {
@@ -46,14 +54,28 @@ struct StageSwitch<S0, S1, Rest...> {
   __device__ __forceinline__ void init(const cusync::StageArgs& a, int w) {
     if (w == 0) s = S0(a); else rest.init(a, w - 1);
   }
-  __device__ __forceinline__ cusync::Tile start(int w) { return w == 0 ? s.start() : rest.start(w - 1); }
+  __device__ __forceinline__ cusync::Tile start(int w, int waiter = 0) {
+    return w == 0 ? s.start(waiter) : rest.start(w - 1, waiter);
+  }
   template <int I>
   __device__ __forceinline__ void wait(int w, cusync::Tile t) {
     if (w == 0) s.template wait<I>(t); else rest.template wait<I>(w - 1, t);
   }
+  template <int L, class Needs>
+  __device__ __forceinline__ void serve(int w, int num_units, uint32_t* ready, Needs needs) {
+    if (w == 0) s.template serve<L>(num_units, ready, needs); else rest.template serve<L>(w - 1, num_units, ready, needs);
+  }
   __device__ __forceinline__ void post(int w, cusync::Tile t) {
     if (w == 0) s.post(t); else rest.post(w - 1, t);
   }
+  __device__ __forceinline__ void post_synced(int w, cusync::Tile t) {
+    if (w == 0) s.post_synced(t); else rest.post_synced(w - 1, t);
+  }
+#if defined(CUSYNC_TIMELINE)
+  __device__ __forceinline__ void note_wait(int w, long long t) {
+    if (w == 0) s.note_wait(t); else rest.note_wait(w - 1, t);
+  }
+#endif
 };
 
 // The selected stage with the CuStage interface (start / wait / wait<1> / post).
@@ -79,6 +101,38 @@ struct QkvStage {
   __device__ __forceinline__ void post(cusync::Tile t) { sw->post(which, t); }
 };
 
+// The sync warp of an adapter stage (gemm.cuh with SyncWarp): every k-block of the P GeMM needs the
+// same producer tiles, so all 32 lanes poll them together (one unit at a time).
+template <class Waits>
+struct SameTilesEveryUnit {
+  cusync::Tile self;
+  __device__ __forceinline__ bool operator()(int, int i, cusync::Tile& pt) const {
+    if (i >= Waits::count(self)) return false;
+    pt = Waits::tile(self, i);
+    return true;
+  }
+};
+
+// k-block kt of the output GeMM reads the T columns of head kt*BK/Dh: the i-th tile of the
+// generated list whose z is that head's (one per request).
+template <class Waits, int BK>
+struct HeadTilesOfUnit {
+  cusync::Tile self;
+  int NH, Dh;
+  __device__ __forceinline__ bool operator()(int kt, int i, cusync::Tile& pt) const {
+    const int head = kt * BK / Dh;
+    const int n = Waits::count(self);
+    for (int j = 0; j < n; ++j) {
+      const cusync::Tile p = Waits::tile(self, j);
+      if (p.z % NH == head && i-- == 0) {
+        pt = p;
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
 // P = Q_h K_h^T for z = b*NH + h: the GeMM's tile (x, y) becomes (key tile, query row tile) of
 // head-batch z, its operands the head's columns of the cache.  The GeMM calls wait once (its
 // ProdBN is K = Dh): every g1 tile of the generated list (Waits = depQK_g1_waits).
@@ -89,8 +143,8 @@ struct PStage {
   GemmArgs* args;
   const AttnGeo* g;
   cusync::Tile self;
-  __device__ __forceinline__ cusync::Tile start() {
-    self = sw->start(which);
+  __device__ __forceinline__ cusync::Tile start(int waiter = 0) {
+    self = sw->start(which, waiter);
     const int b = self.z / g->NH, h = self.z % g->NH;
     const long long ld = (long long)g->B * g->ld3;
     args->A = g->cache + ((long long)g->Sp * g->B + b) * g->ld3 + h * g->Dh;
@@ -104,7 +158,14 @@ struct PStage {
     // CuSync: the Q and K tiles of the head (2 lines)
     for (int i = 0; i < Waits::count(self); ++i) sw->template wait<0>(which, Waits::tile(self, i));
   }
+  // CuSync, sync warp: the same tiles for every k-block (1 line)
+  template <int BK>
+  __device__ __forceinline__ void serve_k(int k_tiles, uint32_t* ready) { sw->template serve<32>(which, k_tiles, ready, SameTilesEveryUnit<Waits>{self}); }
   __device__ __forceinline__ void post(cusync::Tile t) { sw->post(which, t); }
+  __device__ __forceinline__ void post_synced(cusync::Tile t) { sw->post_synced(which, t); }
+#if defined(CUSYNC_TIMELINE)
+  __device__ __forceinline__ void note_wait(long long t) { sw->note_wait(which, t); }
+#endif
 };
 
 // Output GeMM T [B*S, D] . Wo[H, D]^T: the GeMM waits before k-block k0 with Tile{k0/Dh, y}: the
@@ -116,7 +177,7 @@ struct OutStage {
   GemmArgs* args;
   const AttnGeo* g;
   cusync::Tile self;
-  __device__ __forceinline__ cusync::Tile start() { return self = sw->start(which); }
+  __device__ __forceinline__ cusync::Tile start(int waiter = 0) { return self = sw->start(which, waiter); }
   __device__ __forceinline__ void wait(cusync::Tile k) {
     // CuSync: the T tiles of head k.x (3 lines)
     for (int i = 0; i < Waits::count(self); ++i) {
@@ -124,7 +185,16 @@ struct OutStage {
       if (p.z % g->NH == k.x) sw->template wait<0>(which, p);
     }
   }
+  // CuSync, sync warp: the T tiles of the k-block's head (1 line; 4 lanes per k-block: B <= 4)
+  template <int BK>
+  __device__ __forceinline__ void serve_k(int k_tiles, uint32_t* ready) {
+    sw->template serve<4>(which, k_tiles, ready, HeadTilesOfUnit<Waits, BK>{self, g->NH, g->Dh});
+  }
   __device__ __forceinline__ void post(cusync::Tile t) { sw->post(which, t); }
+  __device__ __forceinline__ void post_synced(cusync::Tile t) { sw->post_synced(which, t); }
+#if defined(CUSYNC_TIMELINE)
+  __device__ __forceinline__ void note_wait(long long t) { sw->note_wait(which, t); }
+#endif
 };
 
 // T = R V_h for head-batch z: block tile (0, y, z) computes rows [y*BM, y*BM+BM) x Dh = 128
@@ -229,7 +299,7 @@ __device__ __forceinline__ void attn_rv_device(const AttnGeo& g, StageT& stage) 
 
 // Kernel entry points; SW is a StageSwitch<...> type (one token: use a `using`).
 #define CUSYNC_ATTN_GEMM(NAME, CFG, SW, ADAPTER)                                                  \
-  extern "C" __global__ void __launch_bounds__(CFG::kThreads)                                     \
+  extern "C" __global__ void __launch_bounds__(CFG::kBlockThreads)                                \
       NAME(cusync_kernels::GemmArgs args, cusync::StageArgs sa, int which, cusync_kernels::AttnGeo geo) { \
     extern __shared__ __align__(128) char smem[];                                                 \
     SW sw;                                                                                        \

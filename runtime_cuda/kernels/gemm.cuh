@@ -195,6 +195,13 @@ struct has_poll : std::false_type {};
 template <class S>
 struct has_poll<S, std::void_t<decltype(std::declval<S&>().poll(cusync::Tile{}))>> : std::true_type {};
 
+// Adapter stages (attention.cuh) that run the sync warp's loop themselves: serve_k<BK>(k_tiles, ready).
+template <class S, class = void>
+struct has_serve_k : std::false_type {};
+template <class S>
+struct has_serve_k<S, std::void_t<decltype(std::declval<S&>().template serve_k<32>(0, (uint32_t*)nullptr))>>
+    : std::true_type {};
+
 // Producer tiles waited on together by stages that offer wait_all.
 constexpr int kWaitGroup = 4;
 
@@ -216,7 +223,8 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   constexpr bool SW_SMEM = Cfg::SwiGLU == 3;                     // combine in shared memory
 
   constexpr bool SYNC_WARP = Cfg::SyncWarp;
-  static_assert(!SYNC_WARP || detail::has_poll<StageT>::value, "a sync warp needs a stage with poll() (cusync::CuStage)");
+  static_assert(!SYNC_WARP || detail::has_poll<StageT>::value || detail::has_serve_k<StageT>::value,
+                "a sync warp needs a stage with poll() (cusync::CuStage) or serve_k() (an adapter stage)");
   const int tid = threadIdx.x;
   if (args.N % BN != 0 || args.K % BK != 0 || (SWIGLU && args.swiglu_offset % BK != 0)) {
     if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0)
@@ -235,11 +243,16 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
       // The sync warp: k-block kt of A lies in producer tile kt*BK / ProdBN (SwiGLU: and in the
       // one of kt*BK + F), two lanes per k-block with SwiGLU.
       // (captures by value: a reference would put the compute warps' locals in local memory)
-      stage.template serve<SWIGLU ? 2 : 1>(args.K / BK, &s_ready, [F = args.swiglu_offset, ty = t.y](int kt, int i, cusync::Tile& pt) {
-        if (i >= (SWIGLU ? 2 : 1)) return false;
-        pt = cusync::Tile{(kt * BK + (i ? F : 0)) / Cfg::ProdBN, ty, 0};
-        return true;
-      });
+      // An adapter stage whose k-blocks need other producer tiles (attention.cuh) says which itself.
+      if constexpr (detail::has_serve_k<StageT>::value) {
+        stage.template serve_k<BK>(args.K / BK, &s_ready);
+      } else {
+        stage.template serve<SWIGLU ? 2 : 1>(args.K / BK, &s_ready, [F = args.swiglu_offset, ty = t.y](int kt, int i, cusync::Tile& pt) {
+          if (i >= (SWIGLU ? 2 : 1)) return false;
+          pt = cusync::Tile{(kt * BK + (i ? F : 0)) / Cfg::ProdBN, ty, 0};
+          return true;
+        });
+      }
       return;
     }
   } else {
@@ -276,7 +289,7 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
         while ((known_ready = cusync::ld_acquire_cta(&s_ready)) < need) {
         }
 #if defined(CUSYNC_TIMELINE)
-        if (tid == 0) stage.tl_wait = cusync::global_timer_ns();
+        if (tid == 0) stage.note_wait(cusync::global_timer_ns());
 #endif
       }
       return;
