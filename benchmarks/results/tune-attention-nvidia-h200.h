@@ -9,11 +9,12 @@ struct Choice {
   const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
   int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
+  const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0142},
-    {4, "PDL", 0, 0, 0, 1.0087},
+    {1, "TileSync+RowSync+TileSync+PDL+R", 0, 0, 0, 1.0256, "pgemm,out"},
+    {4, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.3284, "out"},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -23,8 +24,8 @@ inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
   return attention_gpt3_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0131},
-    {4, "PDL", 0, 0, 0, 1.0109},
+    {1, "PDL", 0, 0, 0, 1.0167, ""},
+    {4, "StridedSync+RowSync+TileSync+PDL+R", 0, 0, 0, 1.2664, "out"},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
@@ -34,8 +35,8 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0164},
-    {4, "PDL", 0, 0, 0, 1.0102},
+    {1, "PDL", 0, 0, 0, 1.0173, ""},
+    {4, "StridedSync+RowSync+TileSync+R", 0, 0, 0, 1.3053, "out"},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
@@ -45,9 +46,9 @@ inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
   return attention_gpt3_gen_Sp512[n - 1];
 }
 constexpr Choice attention_gpt3_prompt[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0},
-    {1024, "StreamSync", 0, 0, 0, 1.0},
-    {2048, "StreamSync", 0, 0, 0, 1.0},
+    {512, "TileSync+PDL+R", 0, 0, 0, 1.0251, "pgemm,out"},
+    {1024, "StreamSync", 0, 0, 0, 1.0, ""},
+    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_prompt(int m) {
@@ -57,8 +58,8 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
   return attention_gpt3_prompt[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0257},
-    {4, "PDL", 0, 0, 0, 1.02},
+    {1, "PDL", 0, 0, 0, 1.023, ""},
+    {4, "StridedSync+RowSync+TileSync+PDL+R", 0, 0, 0, 1.1842, "out"},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -68,8 +69,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.022},
-    {4, "PDL", 0, 0, 0, 1.017},
+    {1, "PDL", 0, 0, 0, 1.0253, ""},
+    {4, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.136, "out"},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -79,8 +80,8 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
   return attention_llama_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0246},
-    {4, "PDL", 0, 0, 0, 1.0189},
+    {1, "PDL", 0, 0, 0, 1.0274, ""},
+    {4, "TileSync+RowSync+TileSync+PDL", 0, 0, 0, 1.1749, "pgemm,out"},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {
@@ -90,9 +91,9 @@ inline const Choice& select_attention_llama_gen_Sp512(int m) {
   return attention_llama_gen_Sp512[n - 1];
 }
 constexpr Choice attention_llama_prompt[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0},
-    {1024, "StreamSync", 0, 0, 0, 1.0},
-    {2048, "StreamSync", 0, 0, 0, 1.0},
+    {512, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1024, "StreamSync", 0, 0, 0, 1.0, ""},
+    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_prompt(int m) {

@@ -9,18 +9,19 @@ struct Choice {
   const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
   int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
+  const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice conv2d_resnet38_L1[] = {
-    {1, "PDL", 0, 0, 0, 1.0218},
-    {4, "PDL", 0, 0, 0, 1.0196},
-    {8, "PDL", 0, 0, 0, 1.0122},
-    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0954},
-    {16, "PDL", 0, 0, 0, 1.0085},
-    {20, "PDL", 0, 0, 0, 1.0121},
-    {24, "PDL", 0, 0, 0, 1.0088},
-    {28, "PDL", 0, 0, 0, 1.0149},
-    {32, "PDL", 0, 0, 0, 1.0087},
+    {1, "PDL", 0, 0, 0, 1.0269, ""},
+    {4, "PDL", 0, 0, 0, 1.0175, ""},
+    {8, "PDL", 0, 0, 0, 1.0106, ""},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.104, ""},
+    {16, "PDL", 0, 0, 0, 1.0144, ""},
+    {20, "PDL", 0, 0, 0, 1.011, ""},
+    {24, "PDL", 0, 0, 0, 1.0087, ""},
+    {28, "PDL", 0, 0, 0, 1.0126, ""},
+    {32, "PDL", 0, 0, 0, 1.0099, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L1(int m) {
@@ -30,15 +31,15 @@ inline const Choice& select_conv2d_resnet38_L1(int m) {
   return conv2d_resnet38_L1[n - 1];
 }
 constexpr Choice conv2d_resnet38_L2[] = {
-    {1, "PDL", 0, 0, 0, 1.0148},
-    {4, "PDL", 0, 0, 0, 1.0267},
-    {8, "PDL", 0, 0, 0, 1.0105},
-    {12, "PDL", 0, 0, 0, 1.0101},
-    {16, "StreamSync", 0, 0, 0, 1.0},
-    {20, "RowSync+PDL+R", 0, 0, 0, 1.073},
-    {24, "PDL", 0, 0, 0, 1.0102},
-    {28, "PDL", 0, 0, 0, 1.0071},
-    {32, "PDL", 0, 0, 0, 1.0176},
+    {1, "PDL", 0, 0, 0, 1.0147, ""},
+    {4, "PDL", 0, 0, 0, 1.0266, ""},
+    {8, "PDL", 0, 0, 0, 1.0157, ""},
+    {12, "PDL", 0, 0, 0, 1.0083, ""},
+    {16, "PDL", 0, 0, 0, 1.0076, ""},
+    {20, "RowSync+PDL+R", 0, 0, 0, 1.0703, ""},
+    {24, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0188, "all"},
+    {28, "PDL", 0, 0, 0, 1.0075, ""},
+    {32, "PDL", 0, 0, 0, 1.0127, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L2(int m) {
@@ -48,15 +49,15 @@ inline const Choice& select_conv2d_resnet38_L2(int m) {
   return conv2d_resnet38_L2[n - 1];
 }
 constexpr Choice conv2d_resnet38_L3[] = {
-    {1, "RowSync+PDL+R", 0, 0, 0, 1.0132},
-    {4, "PDL", 0, 0, 0, 1.0115},
-    {8, "PDL", 0, 0, 0, 1.0162},
-    {12, "RowSync+PDL+R", 0, 0, 0, 1.0192},
-    {16, "PDL", 0, 0, 0, 1.0064},
-    {20, "StreamSync", 0, 0, 0, 1.0},
-    {24, "PDL", 0, 0, 0, 1.0059},
-    {28, "PDL", 0, 0, 0, 1.0092},
-    {32, "StreamSync", 0, 0, 0, 1.0},
+    {1, "RowSync+PDL+R", 0, 0, 0, 1.0108, "all"},
+    {4, "PDL", 0, 0, 0, 1.0089, ""},
+    {8, "PDL", 0, 0, 0, 1.0132, ""},
+    {12, "RowSync+PDL+R", 0, 0, 0, 1.0143, "all"},
+    {16, "PDL", 0, 0, 0, 1.0066, ""},
+    {20, "StreamSync", 0, 0, 0, 1.0, ""},
+    {24, "PDL", 0, 0, 0, 1.0059, ""},
+    {28, "PDL", 0, 0, 0, 1.0053, ""},
+    {32, "PDL", 0, 0, 0, 1.006, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L3(int m) {
@@ -66,15 +67,15 @@ inline const Choice& select_conv2d_resnet38_L3(int m) {
   return conv2d_resnet38_L3[n - 1];
 }
 constexpr Choice conv2d_resnet38_L4[] = {
-    {1, "RowSync+PDL+R", 0, 0, 0, 1.065},
-    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0577},
-    {8, "RowSync+PDL+R", 0, 0, 0, 1.0553},
-    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0464},
-    {16, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0461},
-    {20, "RowSync+PDL+R", 0, 0, 0, 1.0415},
-    {24, "RowSync+WRT", 0, 0, 0, 1.0261},
-    {28, "RowSync+PDL+R", 0, 0, 0, 1.0258},
-    {32, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0128},
+    {1, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0237, "all"},
+    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0507, "all"},
+    {8, "RowSync+PDL+R", 0, 0, 0, 1.0534, "all"},
+    {12, "RowSync+PDL+R", 0, 0, 0, 1.0363, "all"},
+    {16, "RowSync+WRT", 0, 0, 0, 1.0318, "all"},
+    {20, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0392, "all"},
+    {24, "RowSync+WRT", 0, 0, 0, 1.0238, "all"},
+    {28, "RowSync+PDL+R", 0, 0, 0, 1.0286, "all"},
+    {32, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0125, "all"},
 };
 
 inline const Choice& select_conv2d_resnet38_L4(int m) {
@@ -84,15 +85,15 @@ inline const Choice& select_conv2d_resnet38_L4(int m) {
   return conv2d_resnet38_L4[n - 1];
 }
 constexpr Choice conv2d_vgg19_L3[] = {
-    {1, "PDL", 0, 0, 0, 1.0231},
-    {4, "PDL", 0, 0, 0, 1.0233},
-    {8, "PDL", 0, 0, 0, 1.0089},
-    {12, "PDL", 0, 0, 0, 1.0154},
-    {16, "PDL", 0, 0, 0, 1.0214},
-    {20, "StreamSync", 0, 0, 0, 1.0},
-    {24, "PDL", 0, 0, 0, 1.015},
-    {28, "PDL", 0, 0, 0, 1.0157},
-    {32, "PDL", 0, 0, 0, 1.0181},
+    {1, "RowSync+PDL+R", 0, 0, 0, 1.0427, "all"},
+    {4, "PDL", 0, 0, 0, 1.0185, ""},
+    {8, "PDL", 0, 0, 0, 1.0135, ""},
+    {12, "Conv2DTileSync+PDL", 0, 0, 0, 1.026, "all"},
+    {16, "PDL", 0, 0, 0, 1.0171, ""},
+    {20, "RowSync+PDL", 0, 0, 0, 1.0127, "all"},
+    {24, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0607, "all"},
+    {28, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0362, "all"},
+    {32, "PDL", 0, 0, 0, 1.0151, ""},
 };
 
 inline const Choice& select_conv2d_vgg19_L3(int m) {
@@ -102,15 +103,15 @@ inline const Choice& select_conv2d_vgg19_L3(int m) {
   return conv2d_vgg19_L3[n - 1];
 }
 constexpr Choice conv2d_vgg19_L4[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0},
-    {4, "PDL", 0, 0, 0, 1.0158},
-    {8, "PDL", 0, 0, 0, 1.0204},
-    {12, "PDL", 0, 0, 0, 1.0142},
-    {16, "PDL", 0, 0, 0, 1.0142},
-    {20, "PDL", 0, 0, 0, 1.0182},
-    {24, "PDL", 0, 0, 0, 1.0144},
-    {28, "PDL", 0, 0, 0, 1.013},
-    {32, "StreamSync", 0, 0, 0, 1.0},
+    {1, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0879, "all"},
+    {4, "RowSync+PDL+R", 0, 0, 0, 1.0885, "all"},
+    {8, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0584, "all"},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0459, "all"},
+    {16, "PDL", 0, 0, 0, 1.0155, ""},
+    {20, "PDL", 0, 0, 0, 1.0176, ""},
+    {24, "RowSync+PDL", 0, 0, 0, 1.0394, "all"},
+    {28, "Conv2DTileSync+PDL", 0, 0, 0, 1.0394, "all"},
+    {32, "RowSync+PDL", 0, 0, 0, 1.0306, "all"},
 };
 
 inline const Choice& select_conv2d_vgg19_L4(int m) {

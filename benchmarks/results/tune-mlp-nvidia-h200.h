@@ -9,18 +9,19 @@ struct Choice {
   const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
   int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
+  const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice mlp_gpt3[] = {
-    {1, "PDL", 64, 64, 64, 1.0015},
-    {16, "PDL", 64, 64, 64, 1.0059},
-    {64, "RowSync+PDL+T", 64, 64, 64, 1.0084},
-    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0407},
-    {256, "RowSync+R", 128, 128, 128, 1.0417},
-    {512, "TileSync", 128, 128, 128, 1.2719},
-    {1024, "RowSync+RT", 128, 128, 128, 1.0345},
-    {2048, "RowSync+RT", 128, 128, 128, 1.0035},
-    {4096, "StreamSync", 128, 128, 128, 1.0},
+    {1, "PDL", 64, 64, 64, 1.0015, "auto"},
+    {16, "PDL", 64, 64, 64, 1.0059, "auto"},
+    {64, "RowSync+PDL+T", 64, 64, 64, 1.0084, "auto"},
+    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0407, "auto"},
+    {256, "RowSync+R", 128, 128, 128, 1.0417, "auto"},
+    {512, "TileSync", 128, 128, 128, 1.2719, "auto"},
+    {1024, "RowSync+RT", 128, 128, 128, 1.0345, "auto"},
+    {2048, "RowSync+RT", 128, 128, 128, 1.0035, "auto"},
+    {4096, "StreamSync", 128, 128, 128, 1.0, "auto"},
 };
 
 inline const Choice& select_mlp_gpt3(int m) {
@@ -30,15 +31,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama[] = {
-    {1, "PDL", 64, 64, 64, 1.0153},
-    {16, "PDL", 64, 64, 64, 1.016},
-    {64, "PDL", 64, 64, 64, 1.0162},
-    {128, "StreamSync", 64, 64, 128, 1.0},
-    {256, "StreamSync", 64, 64, 128, 1.0},
-    {512, "StreamSync", 128, 64, 128, 1.0},
-    {1024, "StreamSync", 128, 64, 256, 1.0},
-    {2048, "PDL", 128, 64, 256, 1.0219},
-    {4096, "StreamSync", 128, 64, 256, 1.0},
+    {1, "PDL", 64, 64, 64, 1.0153, "auto"},
+    {16, "PDL", 64, 64, 64, 1.016, "auto"},
+    {64, "PDL", 64, 64, 64, 1.0162, "auto"},
+    {128, "StreamSync", 64, 64, 128, 1.0, "auto"},
+    {256, "StreamSync", 64, 64, 128, 1.0, "auto"},
+    {512, "StreamSync", 128, 64, 128, 1.0, "auto"},
+    {1024, "StreamSync", 128, 64, 256, 1.0, "auto"},
+    {2048, "PDL", 128, 64, 256, 1.0219, "auto"},
+    {4096, "StreamSync", 128, 64, 256, 1.0, "auto"},
 };
 
 inline const Choice& select_mlp_llama(int m) {
