@@ -2,6 +2,8 @@
 hanging): every kernel of the chain, under every generated policy combination, ordering and
 option, matches float32 math on fresh random inputs with poisoned outputs, in prompt processing
 (S not a multiple of the tile) and token generation (B > 1, S' not a multiple of the key tile)."""
+import math
+
 import pytest
 
 from cusyncgen.cuda import available
@@ -30,6 +32,15 @@ def _att(shape, sync_warp=False):
 def test_every_kernel_under_every_policy_matches_float32(shape, sync_warp):
     att = _att(shape, sync_warp)
     assert att.sync_warp_used == {"pgemm": sync_warp, "out": sync_warp}
+    # early-launched kernels of at most two waves run padded to ceil(blocks / SMs) blocks per SM (spread)
+    from cusyncgen.cuda import driver
+    grid_of = {"attn_pgemm": "gP", "attn_softmax": "gR", "attn_rv": "gT", "attn_out": "g2"}
+    for name, pad in att.spread_smem.items():
+        blocks = math.prod(att.grids[grid_of[name.removesuffix("_RS").removesuffix("_S").removesuffix("_R")]])
+        per_sm = -(-blocks // driver.sm_count())
+        assert per_sm <= 2
+        kern = next(k for k in [*att.k.values(), *att.k_sync.values()] if k.name == name)
+        assert driver.max_active_blocks(driver.Kernel(kern.function, kern.name, kern.threads, pad)) <= per_sm, name
     assert {"TileSync", "RowSync", "StridedSync+RowSync+TileSync"} <= set(att.policy_names)
     stream = cupy.cuda.Stream(non_blocking=True)
     failures = []

@@ -20,10 +20,10 @@ if ok:
 _chains = {}
 
 
-def _chain(model, layer, batch, sync_warp=None):
-    key = (model, layer, batch, sync_warp)
+def _chain(model, layer, batch, sync_warp=None, spread=None):
+    key = (model, layer, batch, sync_warp, spread)
     if key not in _chains:
-        _chains[key] = ConvChain(model, layer, batch, debug=True, sync_warp=sync_warp)
+        _chains[key] = ConvChain(model, layer, batch, debug=True, sync_warp=sync_warp, spread=spread)
     return _chains[key]
 
 
@@ -79,3 +79,31 @@ def test_repeated_launches_and_graph_replays_stay_correct():
             stream.synchronize()
             chain.check_stages()
             assert rel_err(ys, chain.reference(x, ws, bs)) < TOL, cfg.name
+
+
+def test_spread_consumers_match_the_reference_one_block_per_sm():
+    """Consumers padded to one block per SM (ConvChain(spread=True)): still correct under every
+    configuration, and the padding does keep two of their blocks off one SM."""
+    from cusyncgen.cuda import driver
+    point = next(p for p in TEST_POINTS if p[0] == "vgg19")
+    chain = _chain(*point, sync_warp=True, spread=True)
+    if chain.num_tiles > driver.sm_count():
+        pytest.skip("the test point's grid is larger than one wave")
+    assert chain.spread_smem
+    for name, pad in chain.spread_smem.items():
+        kern = chain.plain_kernel if name == chain.plain_kernel.name else next(
+            k for ks in chain.kernels.values() for k in ks if k.name == name)
+        padded = driver.Kernel(kern.function, kern.name, kern.threads, pad)
+        assert driver.max_active_blocks(padded) == 1, name
+    stream = cupy.cuda.Stream(non_blocking=True)
+    failures = []
+    for seed, cfg in enumerate(chain.configs()):
+        x, ws, bs = chain.buffers(seed=seed)
+        ys = chain.outputs()
+        chain.run(stream, cfg, x, ws, bs, ys)
+        stream.synchronize()
+        chain.check_stages()
+        err = rel_err(ys, chain.reference(x, ws, bs))
+        if not err < TOL:
+            failures.append((cfg.name, err))
+    assert not failures, failures

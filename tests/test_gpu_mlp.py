@@ -48,6 +48,28 @@ def test_every_policy_and_option_matches_the_reference(model, M, sync_warp):
     assert not failures, failures
 
 
+def test_spread_consumer_matches_the_reference():
+    """MLP(spread=True): the consumer's padded launches (one block per SM) stay correct."""
+    from cusyncgen.cuda import driver
+    mlp = MLP("llama", 1, debug=True, sync_warp=False, spread=True)  # 2 blocks per SM unpadded
+    assert mlp.spread_smem
+    k2 = mlp.kernels[mlp.policy_names[0]][1]
+    assert driver.max_active_blocks(driver.Kernel(k2.function, k2.name, k2.threads, mlp.spread_smem)) == 1
+    stream = cupy.cuda.Stream()
+    failures = []
+    with stream:
+        for seed, cfg in enumerate(configs_for(mlp)):
+            x, w1, w2 = mlp.buffers(seed=seed)
+            y, z = mlp.outputs()
+            mlp.run(stream, cfg, x, w1, w2, y, z)
+            stream.synchronize()
+            mlp.check_stages()
+            err = rel_err(z, mlp.reference(x, w1, w2))
+            if not err < 2e-2:
+                failures.append((cfg.name, err))
+    assert not failures, failures
+
+
 def test_repeated_launches_and_graph_replays_stay_correct():
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.chain import Config

@@ -274,6 +274,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sync-warp", choices=["auto", "on", "off"], default="auto",
                     help="conv2d/attention: the waiting kernels' sync warp (default: where it pays); "
                          "results of on/off go to files named -syncwarp-on/-off")
+    ap.add_argument("--spread", choices=["auto", "on", "off"], default="auto",
+                    help="conv2d/attention: early-launched kernels of at most one wave padded to one block per SM "
+                         "(default: each workload's default); on/off go to files named -spread-on/-off")
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     from cusyncgen.cuda import available
@@ -296,9 +299,12 @@ def main(argv=None) -> int:
     else:
         import importlib
         mod, fn = WORKLOADS[args.workload].split(":")
-        sw = {"auto": None, "on": True, "off": False}[args.sync_warp]
-        res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters, sync_warp=sw)
-    suffix = "" if args.sync_warp == "auto" or args.workload in ("mlp", "overhead") else f"-syncwarp-{args.sync_warp}"
+        opt = {"auto": None, "on": True, "off": False}
+        res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters,
+                                                        sync_warp=opt[args.sync_warp], spread=opt[args.spread])
+    suffix = "" if args.workload in ("mlp", "overhead") else (
+        ("" if args.sync_warp == "auto" else f"-syncwarp-{args.sync_warp}")
+        + ("" if args.spread == "auto" else f"-spread-{args.spread}"))
     for p in write(res, args.out_dir, f"{args.workload}-{dev}{suffix}"):
         print(p)
     print(markdown(res))

@@ -70,7 +70,7 @@ class MLP:
         if self.spread and self.grid2[0] * self.grid2[1] <= driver.sm_count():
             k1, k2, _ = self.kernels[self.policies[0][0]] if self.policies else self.kernels[None]
             if driver.max_active_blocks(k2) > 1:
-                self.spread_smem = driver.spread_smem(k1.smem, k2.smem)
+                self.spread_smem = driver.spread_smem(k2, driver.block_smem(k1))
         if self.spread_smem:
             for k in (k for ks in self.kernels.values() for k in ks[1:] if k is not None):
                 k.function.max_dynamic_shared_size_bytes = self.spread_smem

@@ -85,7 +85,7 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
     stream = cupy.cuda.Stream(non_blocking=False)
     out = {"model": model, "M": M, "tiles": mlp.tiles.label, "sync_warp": sync_warp, "configs": {}}
     from cusyncgen.cuda import driver
-    pad = driver.spread_smem(mlp.kernels[None][0].smem, mlp.kernels[None][1].smem) if spread else 0
+    pad = driver.spread_smem(mlp.kernels[None][1], driver.block_smem(mlp.kernels[None][0])) if spread else 0
     configs = [n for n in configs if Config.parse(n).policy in (None, *mlp.policy_names)]
     runs_of = [(name, False) for name in configs]
     if pad:
