@@ -51,7 +51,7 @@ def test_every_policy_and_option_matches_the_reference(model, M, sync_warp):
 def test_spread_consumer_matches_the_reference():
     """MLP(spread=True): the consumer's padded launches (one block per SM) stay correct."""
     from cusyncgen.cuda import driver
-    mlp = MLP("llama", 1, debug=True, sync_warp=False, spread=True)  # 2 blocks per SM unpadded
+    mlp = MLP("gpt3", 128, debug=True, sync_warp=False, spread=True)  # 96 consumer blocks, 2 per SM unpadded
     assert mlp.spread_smem
     k2 = mlp.kernels[mlp.policy_names[0]][1]
     assert driver.max_active_blocks(driver.Kernel(k2.function, k2.name, k2.threads, mlp.spread_smem)) == 1

@@ -186,11 +186,9 @@ class Attention:
                     if pad:
                         kern.function.max_dynamic_shared_size_bytes = pad
                         self.spread_smem[kern.name] = pad
-            # The GeMMs (cp.async operands, no use for L1) always prefer the largest carveout, so
-            # an SM running one has room for a padded block beside it; the softmax and R.V kernels
-            # (L1-cached loads) ask for it only in their padded launches (Kernel.launch).
-            driver.max_shared_carveout([kern for role, kern in (*self.k.items(), *self.k_sync.items())
-                                        if role in ("qkv", "pgemm", "out", "out_R")])
+            # Only the padded launches ask for the largest shared-memory carveout (Kernel.launch):
+            # setting it on the GeMM functions too slowed StreamSync down (H200: LLaMA prompt
+            # S=1024 370 -> 395-413 us).
         self._stages = {None: self._make_stages(None)}
         for name in self.policy_names:
             self._stages[name] = self._make_stages(name)

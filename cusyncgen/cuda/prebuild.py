@@ -13,7 +13,7 @@ import time
 
 from cusyncgen.cuda import build
 
-TEST_SIZES = (1, 300)
+TEST_SIZES = (1, 128, 300)  # tests/test_gpu_mlp.py (128: the spread consumer)
 
 
 def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None, tune=False):

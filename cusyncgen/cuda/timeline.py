@@ -120,7 +120,7 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
 
 
 def trace_attention(model: str, B: int, S: int, Sp: int, configs: list[str], runs: int = 5,
-                    sync_warp: bool | None = None) -> dict:
+                    sync_warp: bool | None = None, spread: bool = True) -> dict:
     """The five kernels of one Attention shape (cusyncgen.cuda.attention), as trace_mlp."""
     import cupy
 
@@ -128,7 +128,7 @@ def trace_attention(model: str, B: int, S: int, Sp: int, configs: list[str], run
     from cusyncgen.cuda.chain import Config
     from cusyncgen.cuda.modules_attention import Shape
 
-    att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp)
+    att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp, spread=spread)
     stream = cupy.cuda.Stream(non_blocking=True)
     out = {"model": att.shape.label, "M": att.shape.size, "tiles": "default",
            "sync_warp": [r for r, used in att.sync_warp_used.items() if used], "configs": {}}
@@ -200,15 +200,17 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="StreamSync,PDL,RowSync+PDL+R,TileSync+PDL")
     ap.add_argument("--spread", action="store_true", help="also with the consumer spread one block per SM")
     ap.add_argument("--no-sync-warp", action="store_true", help="consumers wait in thread 0 (the older path)")
+    ap.add_argument("--no-spread", action="store_true", help="attention: early-launched kernels not padded (spread)")
     ap.add_argument("-o", "--out", type=Path, default=Path("."))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.attention:
         B, S, Sp = (int(v) for v in args.attention.split(","))
         trace = trace_attention(args.model, B, S, Sp, args.configs.split(","),
-                                sync_warp=False if args.no_sync_warp else None)
+                                sync_warp=False if args.no_sync_warp else None, spread=not args.no_spread)
         print(describe(trace), flush=True)
-        stem = args.out / f"timeline-attn-{args.model}-B{B}-S{S}-Sp{Sp}{'' if not args.no_sync_warp else '-nosyncwarp'}"
+        stem = args.out / (f"timeline-attn-{args.model}-B{B}-S{S}-Sp{Sp}" + ("-nosyncwarp" if args.no_sync_warp else "")
+                           + ("-nospread" if args.no_spread else ""))
         stem.with_suffix(".json").write_text(json.dumps(trace))
         plot(trace, stem.with_suffix(".png"))
         return 0
