@@ -13,8 +13,8 @@ struct Choice {
 };
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
-    {1, "TileSync+RowSync+TileSync+PDL+R", 0, 0, 0, 1.0256, "pgemm,out"},
-    {4, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.3284, "out"},
+    {1, "PDL", 0, 0, 0, 1.0148, ""},
+    {4, "PDL", 0, 0, 0, 1.0184, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -24,8 +24,8 @@ inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
   return attention_gpt3_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0167, ""},
-    {4, "StridedSync+RowSync+TileSync+PDL+R", 0, 0, 0, 1.2664, "out"},
+    {1, "PDL", 0, 0, 0, 1.0172, ""},
+    {4, "PDL", 0, 0, 0, 1.0139, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
@@ -35,8 +35,8 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0173, ""},
-    {4, "StridedSync+RowSync+TileSync+R", 0, 0, 0, 1.3053, "out"},
+    {1, "PDL", 0, 0, 0, 1.0118, ""},
+    {4, "PDL", 0, 0, 0, 1.0206, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
@@ -46,7 +46,7 @@ inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
   return attention_gpt3_gen_Sp512[n - 1];
 }
 constexpr Choice attention_gpt3_prompt[] = {
-    {512, "TileSync+PDL+R", 0, 0, 0, 1.0251, "pgemm,out"},
+    {512, "StreamSync", 0, 0, 0, 1.0, ""},
     {1024, "StreamSync", 0, 0, 0, 1.0, ""},
     {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
@@ -58,8 +58,8 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
   return attention_gpt3_prompt[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.023, ""},
-    {4, "StridedSync+RowSync+TileSync+PDL+R", 0, 0, 0, 1.1842, "out"},
+    {1, "PDL", 0, 0, 0, 1.0171, ""},
+    {4, "PDL", 0, 0, 0, 1.0255, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -69,8 +69,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0253, ""},
-    {4, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.136, "out"},
+    {1, "PDL", 0, 0, 0, 1.0211, ""},
+    {4, "PDL", 0, 0, 0, 1.0195, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -80,8 +80,8 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
   return attention_llama_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0274, ""},
-    {4, "TileSync+RowSync+TileSync+PDL", 0, 0, 0, 1.1749, "pgemm,out"},
+    {1, "PDL", 0, 0, 0, 1.0317, ""},
+    {4, "PDL", 0, 0, 0, 1.0253, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {

@@ -13,14 +13,14 @@ struct Choice {
 };
 
 constexpr Choice mlp_gpt3[] = {
-    {1, "PDL", 64, 64, 64, 1.0015, "auto"},
-    {16, "PDL", 64, 64, 64, 1.0059, "auto"},
-    {64, "RowSync+PDL+T", 64, 64, 64, 1.0084, "auto"},
-    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0407, "auto"},
-    {256, "RowSync+R", 128, 128, 128, 1.0417, "auto"},
-    {512, "TileSync", 128, 128, 128, 1.2719, "auto"},
-    {1024, "RowSync+RT", 128, 128, 128, 1.0345, "auto"},
-    {2048, "RowSync+RT", 128, 128, 128, 1.0035, "auto"},
+    {1, "PDL", 64, 64, 64, 1.0012, "auto"},
+    {16, "PDL", 64, 64, 64, 1.0088, "auto"},
+    {64, "StreamSync", 64, 64, 64, 1.0, "auto"},
+    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0386, "auto"},
+    {256, "RowSync+PDL+RT", 128, 128, 128, 1.0341, "auto"},
+    {512, "TileSync", 128, 128, 128, 1.2533, "auto"},
+    {1024, "RowSync+RT", 128, 128, 128, 1.0423, "auto"},
+    {2048, "RowSync+PDL+R", 128, 128, 128, 1.0238, "auto"},
     {4096, "StreamSync", 128, 128, 128, 1.0, "auto"},
 };
 
@@ -31,15 +31,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama[] = {
-    {1, "PDL", 64, 64, 64, 1.0153, "auto"},
-    {16, "PDL", 64, 64, 64, 1.016, "auto"},
+    {1, "PDL", 64, 64, 64, 1.0163, "auto"},
+    {16, "PDL", 64, 64, 64, 1.0184, "auto"},
     {64, "PDL", 64, 64, 64, 1.0162, "auto"},
     {128, "StreamSync", 64, 64, 128, 1.0, "auto"},
     {256, "StreamSync", 64, 64, 128, 1.0, "auto"},
     {512, "StreamSync", 128, 64, 128, 1.0, "auto"},
-    {1024, "StreamSync", 128, 64, 256, 1.0, "auto"},
-    {2048, "PDL", 128, 64, 256, 1.0219, "auto"},
-    {4096, "StreamSync", 128, 64, 256, 1.0, "auto"},
+    {1024, "PDL", 128, 64, 256, 1.0192, "auto"},
+    {2048, "PDL", 128, 64, 256, 1.0002, "auto"},
+    {4096, "PDL", 128, 64, 256, 1.0096, "auto"},
 };
 
 inline const Choice& select_mlp_llama(int m) {

@@ -208,9 +208,10 @@ def report(result: dict) -> str:
     lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""]
     if fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
-                  f"{result['workload']}` measured (every generated policy x the orderings and R; the tiles "
-                  "are fixed for this workload), StreamSync and PDL alone included, and its speed-up over "
-                  "StreamSync (same kernels, same run).", ""]
+                  f"{result['workload']}` measured (one or more runs, e.g. with sync warps auto/on and spread "
+                  "on/off; every generated policy x the orderings and R; the tiles are fixed for this workload), "
+                  "StreamSync and PDL alone included, and its speed-up over the fastest StreamSync of those runs "
+                  "(same kernels). '(sync warp)': the waiting kernels of the chosen run had one.", ""]
     else:
         lines += ["The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
                   "its speed-up over StreamSync (same run), and the wave model's prediction "
