@@ -78,48 +78,41 @@ def test_repeated_launches_and_graph_replays_stay_correct(sync_warp):
     assert att.ok(att.check(b))
 
 
-def test_a_consumer_without_its_producer_raises_instead_of_hanging():
+def _launch_alone(att, role, kernel, producer, gemm_args, match):
+    """Launch one waiting GeMM of the chain (a CUSYNC_DEBUG build) without its producer: the wait
+    must time out and name the tile and semaphore instead of hanging."""
     from cusyncgen.cuda.stages import CusyncTimeoutError, Stage
     from cusyncgen.cuda.modules_attention import num_sems
-    att = _att(TEST_SHAPES[0])
     sems = num_sems(att.compiled, "TileSync")
-    g1, gP = Stage("g1", 0, sems["g1"], timeout_ms=20), Stage("gP", 1, sems["gP"], timeout_ms=20)
-    gP.depends_on(g1, 0, "g1 (QKV GeMM)")
+    order = ("g1", "gP", "gR", "gT", "g2")
+    grid = order[order.index(producer) + 1]  # the consumer: the kernel after its producer
+    prod = Stage(producer, order.index(producer), sems[producer], timeout_ms=20)
+    cons = Stage(grid, order.index(grid), sems[grid], timeout_ms=20)
+    cons.depends_on(prod, 0, producer)
     b = att.buffers(seed=1)
-    from cusyncgen.cuda import driver
-    from cusyncgen.cuda.attention import AttnGeo, _ptr
-    sh = att.shape
-    geo = AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]), sh.B, sh.S, sh.Sp, sh.NH, 128,
-                  3 * sh.D, sh.Npad, sh.D)
-    a_p = driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=128, lda=3 * sh.D, ldb=3 * sh.D, ldc=sh.Npad,
-                          swiglu_offset=0)
     stream = cupy.cuda.Stream(non_blocking=True)
-    att.k["pgemm"].launch(att.grids["gP"], [a_p, gP.args(True), att.index["TileSync"]["pgemm"], geo], stream)
+    kernel.launch(att.grids[grid], [gemm_args(b), cons.args(True), att.index["TileSync"][role], att.geometry(b)], stream)
     stream.synchronize()
-    with pytest.raises(CusyncTimeoutError, match="gP.*g1"):
-        gP.raise_if_timed_out()
+    with pytest.raises(CusyncTimeoutError, match=match):
+        cons.raise_if_timed_out()
     torch.cuda.synchronize()
+
+
+def test_a_consumer_without_its_producer_raises_instead_of_hanging():
+    from cusyncgen.cuda import driver
+    att = _att(TEST_SHAPES[0])
+    sh = att.shape
+    a_p = lambda b: driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=128, lda=3 * sh.D, ldb=3 * sh.D,
+                                    ldc=sh.Npad, swiglu_offset=0)
+    _launch_alone(att, "pgemm", att.k["pgemm"], "g1", a_p, "gP.*g1")
 
 
 def test_a_sync_warp_consumer_without_its_producer_raises_instead_of_hanging():
     """The output GeMM's sync warp (OutStage::serve_k) reports the T tile it timed out on."""
-    from cusyncgen.cuda.stages import CusyncTimeoutError, Stage
-    from cusyncgen.cuda.modules_attention import num_sems
     from cusyncgen.cuda import driver
-    from cusyncgen.cuda.attention import AttnGeo, _ptr
+    from cusyncgen.cuda.attention import _ptr
     att = _att(TEST_SHAPES[3], True)
-    sems = num_sems(att.compiled, "TileSync")
-    gT, g2 = Stage("gT", 3, sems["gT"], timeout_ms=20), Stage("g2", 4, 0, timeout_ms=20)
-    g2.depends_on(gT, 0, "gT (R V)")
-    b = att.buffers(seed=2)
     sh = att.shape
-    geo = AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]), sh.B, sh.S, sh.Sp, sh.NH, 128,
-                  3 * sh.D, sh.Npad, sh.D)
-    a_out = driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
-                            lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    att.k_sync["out"].launch(att.grids["g2"], [a_out, g2.args(True), att.index["TileSync"]["out"], geo], stream)
-    stream.synchronize()
-    with pytest.raises(CusyncTimeoutError, match="g2.*gT"):
-        g2.raise_if_timed_out()
-    torch.cuda.synchronize()
+    a_out = lambda b: driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
+                                      lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
+    _launch_alone(att, "out", att.k_sync["out"], "gT", a_out, "g2.*gT")

@@ -240,13 +240,18 @@ class Attention:
         _sync()
 
     # ---- launch
+    def geometry(self, b: dict) -> AttnGeo:
+        """The kernels' view of the buffers (attention.cuh's AttnGeo)."""
+        sh = self.shape
+        return AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]),
+                       sh.B, sh.S, sh.Sp, sh.NH, DH, 3 * sh.D, sh.Npad, sh.D)
+
     def run(self, stream, cfg: Config, b: dict) -> None:
         sh = self.shape
         which = self.index[cfg.policy]
         stages = self._stages[cfg.policy]
         ld3 = 3 * sh.D
-        geo = AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]),
-                      sh.B, sh.S, sh.Sp, sh.NH, DH, ld3, sh.Npad, sh.D)
+        geo = self.geometry(b)
         a_qkv = driver.GemmArgs(A=_ptr(b["x"]), B=_ptr(b["wqkv"]), C=_ptr(b["cache"], sh.Sp * sh.B * ld3),
                                 M=sh.M, N=ld3, K=sh.H, lda=sh.H, ldb=sh.H, ldc=ld3, swiglu_offset=0)
         a_p = driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=DH, lda=sh.B * ld3, ldb=sh.B * ld3,
