@@ -111,3 +111,33 @@ def test_reversed_either_finishes_or_reports_deadlock(d, n, grouped):
         assert r.waiting_blocks >= n * d["occs"][0]
     else:
         assert r.finished_blocks == r.total_blocks and r.time >= critical_path(c) - EPS
+
+
+# ---- spread: the shared-memory padding that keeps an early-launched kernel's blocks apart
+from cusyncgen.plan.gpus import spread_pad  # noqa: E402
+
+H200_SMEM = dict(per_sm=233472, optin=232448, reserved=1024)  # bytes, as the H200 reports them
+
+
+def test_spread_pad_on_the_h200_softmax_beside_a_gemm_block():
+    """The LLaMA prompt softmax (no shared memory of its own) beside a 64 KB P-GeMM block: one per
+    SM, then two per SM for a grid of up to two waves."""
+    gemm = 65536 + 128 + 1024
+    one = spread_pad(**H200_SMEM, static=0, own=0, beside=gemm)
+    assert one == 165760 and gemm + one + 1024 <= 233472 < 2 * (one + 1024)
+    two = spread_pad(**H200_SMEM, static=0, own=0, beside=gemm, per_sm_blocks=2)
+    assert two % 128 == 0 and gemm + 2 * (two + 1024) <= 233472 < 3 * (two + 1024)
+
+
+@settings(max_examples=300, deadline=None)
+@given(per_sm=st.integers(64 << 10, 256 << 10), static=st.integers(0, 48 << 10), own=st.integers(0, 96 << 10),
+       beside=st.integers(0, 160 << 10), k=st.integers(1, 3))
+def test_spread_pad_keeps_k_blocks_beside_the_producer_and_never_k_plus_one(per_sm, static, own, beside, k):
+    optin, reserved = per_sm - 1024, 1024
+    pad = spread_pad(per_sm, optin, reserved, static, own, beside, k)
+    if pad == 0:
+        return  # no such size: the kernel is launched unpadded
+    block = pad + static + reserved
+    assert pad % 128 == 0 and pad >= own and pad + static <= optin
+    assert beside + k * block <= per_sm      # k of its blocks fit beside one producer block
+    assert (k + 1) * block > per_sm          # k + 1 never fit, even on an empty SM

@@ -230,15 +230,11 @@ def spread_smem(kernel: Kernel, beside: int, per_sm_blocks: int = 1) -> int:
     producer ends (PDL, the wait-kernel): the block scheduler otherwise packs its blocks onto the
     few SMs with room at launch time (seen on the H200: 64 softmax blocks on 19 SMs, 4 per SM,
     1.5x slower each), where stream order spreads them evenly."""
+    from cusyncgen.plan.gpus import spread_pad
     attrs = cupy.cuda.Device().attributes
-    per_sm = int(attrs["MaxSharedMemoryPerMultiprocessor"])
-    optin = int(attrs["MaxSharedMemoryPerBlockOptin"])
-    reserved = int(attrs.get("ReservedSharedMemoryPerBlock", 1024))
-    st = static_smem(kernel)
-    k = per_sm_blocks
-    pad = min(optin - st, (per_sm - beside) // k - st - reserved)
-    pad -= pad % 128
-    return pad if pad >= kernel.smem and (k + 1) * (pad + st + reserved) > per_sm else 0
+    return spread_pad(int(attrs["MaxSharedMemoryPerMultiprocessor"]), int(attrs["MaxSharedMemoryPerBlockOptin"]),
+                      int(attrs.get("ReservedSharedMemoryPerBlock", 1024)), static_smem(kernel), kernel.smem,
+                      beside, per_sm_blocks)
 
 
 def max_active_blocks(kernel: Kernel) -> int:

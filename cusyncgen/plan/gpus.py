@@ -102,3 +102,18 @@ def occupancy(gpu: GPU, threads_per_block: int, regs_per_thread: int = 0, smem_p
         per_block = _round_up(smem_per_block, 128) + gpu.smem_reserved_per_block
         limits.append(gpu.smem_per_sm // per_block)
     return max(min(limits), 0)
+
+
+def spread_pad(per_sm: int, optin: int, reserved: int, static: int, own: int, beside: int,
+               per_sm_blocks: int = 1) -> int:
+    """Dynamic shared memory (bytes, a multiple of 128) for launches of a kernel whose blocks use
+    `static` bytes of static and at least `own` bytes of dynamic shared memory, such that an SM of
+    `per_sm` bytes takes `per_sm_blocks` of them beside one block of another kernel using `beside`
+    bytes (all its shared memory, the runtime's reservation included) but never `per_sm_blocks` + 1
+    of them; `optin` is the per-block limit, `reserved` the runtime's reservation per block.
+    0 when no such size exists."""
+    k = per_sm_blocks
+    pad = min(optin - static, (per_sm - beside) // k - static - reserved)
+    pad -= pad % 128
+    return pad if pad >= own and (k + 1) * (pad + static + reserved) > per_sm else 0
+
