@@ -15,16 +15,14 @@ policies cusyncgen generates from examples/attention_gpt3.dep and attention_llam
 from __future__ import annotations
 
 import ctypes
-import json
 import math
-import os
 import sys
 import time
 
 import cupy
 import torch
 
-from cusyncgen.cuda import build, driver
+from cusyncgen.cuda import build, driver, timing
 from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
 from cusyncgen.cuda.modules_attention import (DH, Shape, bench_shapes, compile_dep, configs, module_source,
                                               num_sems, role_index)
@@ -181,11 +179,8 @@ class Attention:
                 per_sm = -(-math.prod(self.grids[grid_of[role]]) // driver.sm_count())
                 if per_sm > 2:
                     continue
-                for kern in (self.k[role], self.k_sync.get(role, self.k[role])):
-                    pad = driver.spread_smem(kern, driver.block_smem(self.k[prod]), per_sm)
-                    if pad:
-                        kern.function.max_dynamic_shared_size_bytes = pad
-                        self.spread_smem[kern.name] = pad
+                self.spread_smem.update(driver.apply_spread((self.k[role], self.k_sync.get(role, self.k[role])),
+                                                            driver.block_smem(self.k[prod]), per_sm))
             # Only the padded launches ask for the largest shared-memory carveout (Kernel.launch):
             # setting it on the GeMM functions too slowed StreamSync down (H200: LLaMA prompt
             # S=1024 370 -> 395-413 us).
@@ -389,7 +384,7 @@ class Attention:
 def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, extra=None, sync_warp=None,
                   spread=None):
     """Rows of the result table for one shape; PyTorch SDPA rows go to `extra`."""
-    from cusyncgen.cuda import baselines, timing
+    from cusyncgen.cuda import baselines
     extra = [] if extra is None else extra
     att = Attention(shape, sync_warp=sync_warp, **({} if spread is None else {"spread": spread}))
     sets = [att.buffers(seed=seed + s) for s in range(3)]
@@ -406,10 +401,7 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
         t = timing.median(timing.time_graphs(graphs, stream, iters=iters))
         del graphs
         if i == len(cfgs):
-            first = rows[0]["time_us"]
-            rows[0]["time_us"] = round(min(first, t), 2)
-            rows[0]["correct"] = rows[0]["correct"] and att.ok(errs)
-            spread = abs(first - t) / min(first, t)
+            base = timing.settle_baseline(rows, t, att.ok(errs))
             break
         row = {"model": shape.label, "M": shape.size, "config": cfg.name, "time_us": round(t, 2),
                "correct": att.ok(errs), "rel_err": errs["chain"],
@@ -419,10 +411,6 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
             row["sync_warp"] = [r for r, used in att.sync_warp_used.items() if used]
             row["spread"] = sorted(att.spread_smem)
         rows.append(row)
-    base = rows[0]["time_us"]
-    for r in rows:
-        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
-        r["baseline_spread"] = round(spread, 4)
     att.check_stages()
     b = sets[0]
     ref = att.reference(b)
@@ -481,10 +469,7 @@ def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = Non
               f"{best['time_us'] if best else 0:.1f} us ({best['speedup_vs_streamsync'] if best else 0:.3f}x), "
               f"cuBLAS+graph {tb.get('cuBLAS+graph', 0):.1f}, SDPA+graph {tb.get('SDPA+graph', 0):.1f}, "
               f"all correct {all(r['correct'] for r in point)} [{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
-        partial = os.environ.get("CUSYNCGEN_PARTIAL")
-        if partial:  # a crash or a hang later still leaves the points measured so far
-            with open(partial, "w") as f:
-                json.dump({"device": driver.device_name(), "workload": "attention", "rows": rows, "sdpa": sdpa}, f)
+        timing.save_partial("attention", rows, sdpa=sdpa)
         cupy.get_default_memory_pool().free_all_blocks()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

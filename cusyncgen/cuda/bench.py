@@ -275,7 +275,8 @@ def main(argv=None) -> int:
                     help="conv2d/attention: the waiting kernels' sync warp (default: where it pays); "
                          "results of on/off go to files named -syncwarp-on/-off")
     ap.add_argument("--spread", choices=["auto", "on", "off"], default="auto",
-                    help="conv2d/attention: early-launched kernels of at most one wave padded to one block per SM "
+                    help="conv2d/attention: early-launched kernels of at most two waves padded to ceil(blocks/SMs) "
+                         "blocks per SM "
                          "(default: each workload's default); on/off go to files named -spread-on/-off")
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)

@@ -12,15 +12,13 @@ the policies cusyncgen generates from examples/conv_resnet38.dep and examples/co
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 
 import cupy
 
-from cusyncgen.cuda import build, driver
+from cusyncgen.cuda import build, driver, timing
 from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
 from cusyncgen.cuda.modules_conv import BATCHES, LAYERS, MODELS, Tiles, bench_points, default_tiles, grid, module_source
 from cusyncgen.cuda.stages import Stage
@@ -83,12 +81,9 @@ class ConvChain:
             driver.max_shared_carveout(k for ks in self.kernels.values() for k in ks)
         self.spread_smem: dict[str, int] = {}
         if (self.spread if self.spread is not None else self.n > 2) and self.num_tiles <= driver.sm_count():
-            beside = driver.block_smem(self.plain_kernel)
-            for kern in [self.plain_kernel] + [ks[i] for ks in self.kernels.values() for i in range(1, self.n)]:
-                pad = driver.spread_smem(kern, beside)
-                if pad:
-                    kern.function.max_dynamic_shared_size_bytes = pad
-                    self.spread_smem[kern.name] = pad
+            self.spread_smem = driver.apply_spread(
+                [self.plain_kernel] + [ks[i] for ks in self.kernels.values() for i in range(1, self.n)],
+                driver.block_smem(self.plain_kernel))
             # room for a padded block beside a producer block (implicit GeMM: cp.async, no use for L1)
             driver.max_shared_carveout([self.plain_kernel] + [k for ks in self.kernels.values() for k in ks])
         self.plain_stages = [Stage(f"conv{i + 1}", i, 0) for i in range(self.n)]
@@ -247,7 +242,7 @@ def torch_chain(chain: ConvChain, x, ws, bs):
 
 def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None,
                   sync_warp: bool | None = None, spread: bool | None = None) -> list[dict]:
-    from cusyncgen.cuda import baselines, timing
+    from cusyncgen.cuda import baselines
     import torch
     chain = ConvChain(model, layer, batch, sync_warp=sync_warp,
                       **({} if spread is None else {"spread": spread}))
@@ -270,18 +265,11 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
         del graphs
         chain.check_stages()
         if i == len(cfgs):
-            first = rows[0]["time_us"]
-            rows[0]["time_us"] = round(min(first, t), 2)
-            rows[0]["correct"] = rows[0]["correct"] and err < TOL
-            spread = abs(first - t) / min(first, t)
+            base = timing.settle_baseline(rows, t, err < TOL)
             break
         rows.append({"model": name, "M": batch, "config": cfg.name, "time_us": round(t, 2), "correct": err < TOL,
                      "rel_err": err, "tiles": chain.tiles.label, "grid": list(chain.grid[:2]),
                      "sync_warp": chain.sync_warp_used, "spread": bool(chain.spread_smem)})
-    base = rows[0]["time_us"]
-    for r in rows:
-        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
-        r["baseline_spread"] = round(spread, 4)
     torch.backends.cudnn.benchmark = True
     fn = torch_chain(chain, x, ws, bs)
     terr = rel_err([cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:])
@@ -303,10 +291,7 @@ def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_
         t0 = time.time()
         point = measure_point(m, layer, b, iters, stream, seed=1000 * i, sync_warp=sync_warp, spread=spread)
         rows += point
-        partial = os.environ.get("CUSYNCGEN_PARTIAL")
-        if partial:  # a crash or a hang later still leaves the points measured so far
-            with open(partial, "w") as f:
-                json.dump({"device": driver.device_name(), "workload": "conv2d", "rows": rows}, f)
+        timing.save_partial("conv2d", rows)
         if progress:
             cus = [r for r in point if r["correct"] and r["config"] not in ("StreamSync", "PDL", "cuDNN", "cuDNN+graph")]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None

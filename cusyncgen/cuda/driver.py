@@ -237,6 +237,20 @@ def spread_smem(kernel: Kernel, beside: int, per_sm_blocks: int = 1) -> int:
                       beside, per_sm_blocks)
 
 
+def apply_spread(kernels, beside: int, per_sm_blocks: int = 1) -> dict[str, int]:
+    """spread_smem for each kernel (a name once), raising its opt-in limit where a padding exists:
+    {kernel name: padded dynamic shared memory}, for Kernel.launch(smem=...)."""
+    pads = {}
+    for kern in kernels:
+        if kern.name in pads:
+            continue
+        pad = spread_smem(kern, beside, per_sm_blocks)
+        if pad:
+            kern.function.max_dynamic_shared_size_bytes = pad
+            pads[kern.name] = pad
+    return pads
+
+
 def max_active_blocks(kernel: Kernel) -> int:
     """Blocks of `kernel` that fit on one SM at once (cuOccupancyMaxActiveBlocksPerMultiprocessor)."""
     _init()

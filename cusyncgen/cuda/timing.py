@@ -49,3 +49,31 @@ def keep_busy(graph, stream: cupy.cuda.Stream, seconds: float) -> None:
 
 def median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
+
+
+def settle_baseline(rows: list[dict], last_us: float, last_correct: bool = True) -> float:
+    """StreamSync (rows[0]) was timed first and again last: keep the faster as the baseline, record
+    the difference (the run's noise) and every row's speed-up over it. Returns the baseline (us)."""
+    first = rows[0]["time_us"]
+    rows[0]["time_us"] = round(min(first, last_us), 2)
+    rows[0]["correct"] = rows[0]["correct"] and last_correct
+    spread = abs(first - last_us) / min(first, last_us)
+    base = rows[0]["time_us"]
+    for r in rows:
+        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
+        r["baseline_spread"] = round(spread, 4)
+    return base
+
+
+def save_partial(workload: str, rows: list[dict], **extra) -> None:
+    """With CUSYNCGEN_PARTIAL set, write the rows measured so far there (a crash or a hang later
+    in a bench still leaves them)."""
+    import json
+    import os
+
+    path = os.environ.get("CUSYNCGEN_PARTIAL")
+    if path:
+        from cusyncgen.cuda import driver
+        with open(path, "w") as f:
+            json.dump({"device": driver.device_name(), "workload": workload, "rows": rows, **extra}, f)
+

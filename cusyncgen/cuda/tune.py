@@ -229,8 +229,7 @@ def report(result: dict) -> str:
             pred = f"{p['policy']} ({(p.get('speedup') or 0):.2f}x)" if p else "-"
             match = ("yes" if c["prediction_matches"] else "no") if p else "-"
             loose = ("yes" if c.get("prediction_matches_within_noise") else "no") if p and "prediction_matches_within_noise" in c else "-"
-            sw = c.get("sync_warp")
-            chosen = c["config"] + (" (sync warp)" if sw is True or (isinstance(sw, list) and sw) else "")
+            chosen = c["config"] + (" (sync warp)" if sync_warp_label(c) not in ("", "auto") else "")
             lines.append(f"| {c['M']} | {chosen} | {c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
                          f"{c['speedup_vs_streamsync']:.3f}x | {c.get('speedup_same_tiles', c['speedup_vs_streamsync']):.3f}x | "
                          f"{pred} | {match} | {loose} |")
