@@ -28,7 +28,8 @@ def test_combined_policies_parse(name):
 
 
 @pytest.mark.parametrize("bad", ["RowSync+X", "RowSync+TR", "RowSync+W", "RowSync+PDL+W", "RowSync+", "RowSync+R+T",
-                                 "RowSync+PDL+TileSync", "+RowSync", "PDL+RowSync"])
+                                 "RowSync+PDL+TileSync", "+RowSync", "PDL+RowSync", "StreamSync+R",
+                                 "PDL+T"])
 def test_bad_names_are_refused(bad):
     with pytest.raises(ValueError, match="not a configuration name"):
         Config.parse(bad)

@@ -33,7 +33,7 @@ class Config:
         if pdl:
             tokens.pop()
         policy = "+".join(tokens)
-        if not policy or any("Sync" not in t for t in tokens):
+        if not policy or any("Sync" not in t or t == "StreamSync" for t in tokens):
             raise ValueError(f"not a configuration name: {name!r}")
         if "W" in flags and (pdl or "T" not in flags):
             raise ValueError(f"not a configuration name: {name!r} (W goes with T and without PDL)")
