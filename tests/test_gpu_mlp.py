@@ -41,7 +41,7 @@ def _wrong_configs(mlp):
     return failures
 
 
-@pytest.mark.parametrize("model", ["gpt3", "llama"])
+@pytest.mark.parametrize("model", ["gpt3", "llama", "llama-ep"])
 @pytest.mark.parametrize("M", [1, 300])
 @pytest.mark.parametrize("sync_warp", [None, True], ids=["auto", "syncwarp"])
 def test_every_policy_and_option_matches_the_reference(model, M, sync_warp):
@@ -131,3 +131,20 @@ def test_sync_warp_wait_that_cannot_complete_times_out():
         cons.raise_if_timed_out()
     msg = str(err.value)
     assert "stage 'gemm2'" in msg and "of 'gemm1'" in msg and "expected" in msg
+
+
+def test_llama_ep_is_the_same_mlp_as_llama():
+    """llama-ep (SwiGLU in the first GeMM's epilogue, interleaved [W1|V]) computes what llama
+    computes once its weight's rows are de-interleaved: both against one float32 reference."""
+    from cusyncgen.cuda.chain import Config
+    from cusyncgen.cuda.modules import LLAMA_EP_BLOCK as blk
+    ep, plain = _mlp("llama-ep", 300), _mlp("llama", 300)
+    x, w1, w2 = ep.buffers(seed=5)
+    F = ep.model.K2
+    # llama's [W1 | V] from llama-ep's interleaved rows
+    w4 = w1.reshape(F // blk, 2, blk, -1)
+    w1_plain = cupy.concatenate([w4[:, 0].reshape(F, -1), w4[:, 1].reshape(F, -1)])
+    ref = plain.reference(x, w1_plain, w2)
+    for mlp, w in ((ep, w1), (plain, w1_plain)):
+        z = mlp(x, Config("RowSync", "pdl"), weights=(w, w2))
+        assert rel_err(z, ref) < 2e-2, mlp.model_name

@@ -21,7 +21,7 @@ def cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_workload_modules_compile(cache, arch):
     srcs = [modules.module_source(modules.MODELS[m], M, modules.default_tiles(m, M), debug=(arch == "sm_80"))[0]
-            for m, M in (("gpt3", 300), ("llama", 1))]
+            for m, M in (("gpt3", 300), ("llama", 1), ("llama-ep", 300))]
     srcs.append(modules.copy_module_source(100, debug=True))
     paths = build.build_many(srcs, arch=arch, jobs=2)
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)

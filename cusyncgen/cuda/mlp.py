@@ -7,6 +7,8 @@ policies that cusyncgen generates from examples/mlp_gpt3.dep and examples/mlp_ll
 GPT-3 (H=12288, 8-way model parallel): Y = GeLU(X W1^T), W1 [H/2, H]; Z = Y W2^T, W2 [H, H/2].
 LLaMA (H=8192, FFN 22016/8 = 2752): [W1|V] fused: Y = X [W1|V]^T, [2F, H]; Z = SwiGLU(Y) W2^T with
 SwiGLU(Y)[:, k] = silu(Y[:, k]) * Y[:, k + F] computed inside the second GeMM's A load.
+LLaMA-ep: the same MLP with SwiGLU in the first GeMM's epilogue: the rows of [W1|V] interleaved by
+64 (modules.LLAMA_EP_BLOCK), Y = silu(X W1^T) * X V^T [M, F] stored by the first GeMM, Z = Y W2^T.
 """
 from __future__ import annotations
 
@@ -106,7 +108,7 @@ class MLP:
         return x, w1, w2
 
     def outputs(self):
-        y = cupy.full((self.M, self.model.N1), cupy.nan, dtype=cupy.float16)
+        y = cupy.full((self.M, self.model.Y_cols), cupy.nan, dtype=cupy.float16)
         z = cupy.full((self.M, self.model.N2), cupy.nan, dtype=cupy.float16)
         return y, z
 
@@ -141,7 +143,11 @@ class MLP:
     def reference(self, x, w1, w2):
         """float32 reference of the whole MLP."""
         y = x.astype(cupy.float32) @ w1.astype(cupy.float32).T
-        if self.model.swiglu:
+        if self.model.swiglu_epilogue:
+            # rows of w1 interleaved by LLAMA_EP_BLOCK: [W1 block j | V block j] for every j
+            g, u = split_interleaved(y, self.model.K2)
+            h = g / (1 + cupy.exp(-g)) * u
+        elif self.model.swiglu:
             F = self.model.K2
             y16 = y.astype(cupy.float16).astype(cupy.float32)  # the kernel stores Y in fp16
             a, b = y16[:, :F], y16[:, F:]
@@ -157,6 +163,13 @@ class MLP:
         return driver.resident_at_once([(self.grid1[0] * self.grid1[1], driver.max_active_blocks(k1)),
                                         (self.grid2[0] * self.grid2[1],
                                          1 if self.spread_smem else driver.max_active_blocks(k2))])
+
+
+def split_interleaved(y, F: int):
+    """(X W1^T, X V^T) from the [M, 2F] output of llama-ep's interleaved first weight."""
+    from cusyncgen.cuda.modules import LLAMA_EP_BLOCK as blk
+    y4 = y.reshape(y.shape[0], F // blk, 2, blk)
+    return y4[:, :, 0, :].reshape(y.shape[0], F), y4[:, :, 1, :].reshape(y.shape[0], F)
 
 
 def _gemm_args(a, b, c, M, N, K, F):

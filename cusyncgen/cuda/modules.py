@@ -20,11 +20,17 @@ class Model:
     N1: int        # columns of the first GeMM's output
     K2: int        # reduction size of the second GeMM
     epilogue1: str
-    swiglu: bool
+    swiglu: bool               # the second GeMM computes SwiGLU on its A loads (mlp_llama.dep)
+    swiglu_epilogue: bool = False  # the first GeMM's tiles store SwiGLU of their halves (mlp_llama_ep.dep)
 
     @property
     def K1(self) -> int:
         return self.H
+
+    @property
+    def Y_cols(self) -> int:
+        """Columns of the first GeMM's output (N1 halves when its epilogue combines g and u)."""
+        return self.N1 // 2 if self.swiglu_epilogue else self.N1
 
     @property
     def N2(self) -> int:
@@ -34,7 +40,11 @@ class Model:
 MODELS = {
     "gpt3": Model("gpt3", "mlp_gpt3.dep", 12288, 6144, 6144, "cusync_kernels::EpiGeluTanh", False),
     "llama": Model("llama", "mlp_llama.dep", 8192, 2 * 2752, 2752, "cusync_kernels::EpiIdentity", True),
+    "llama-ep": Model("llama-ep", "mlp_llama_ep.dep", 8192, 2 * 2752, 2752, "cusync_kernels::EpiSwiGLUHalves",
+                      False, swiglu_epilogue=True),
 }
+# The interleaving of W1 and V rows in llama-ep's first weight: its GeMM tile is twice this wide.
+LLAMA_EP_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,18 @@ def default_tiles(model: str, M: int) -> MlpTiles:
     (tests/cuda_src/README.md). LLaMA's producer needs BN = 64: F = 2752 = 43 * 64, and the
     strided dependency x + F/TileN1 must be a whole tile."""
     small = Tiles(64, 64, 64, 5, 2, 2)
+    if model == "llama-ep":
+        # The first GeMM's BN is pinned to 2 * LLAMA_EP_BLOCK (the weight's interleaving). Past
+        # M = 64, the tiles `cusyncgen tune mlp` chose on the H200 (fastest correct configuration
+        # of three tile pairs; benchmarks/results/tune-mlp-nvidia-h200.md).
+        wide, four = Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 32, 4, 2, 2)
+        if M <= 64:
+            return MlpTiles(Tiles(64, 128, 64, 4, 2, 2), small)
+        if M <= 512:
+            return MlpTiles(wide, wide)
+        if M <= 1024:
+            return MlpTiles(wide, four)
+        return MlpTiles(four, four)
     if model == "gpt3":
         if M <= 64:
             return MlpTiles(small, small)
@@ -107,7 +129,11 @@ def dep_params(model: Model, M: int, tiles: MlpTiles) -> dict[str, int]:
     # tiles, so M is rounded up to whole tiles here; the kernels predicate the rows past M.
     rows = -(-M // tiles.BM) * tiles.BM
     params = {"H": model.H, "B": rows, "S": 1, "TileM": tiles.BM}
-    if model.swiglu:
+    if model.swiglu_epilogue:
+        if tiles.g1.BN != 2 * LLAMA_EP_BLOCK:
+            raise ValueError(f"{model.name}'s first GeMM tile must be {2 * LLAMA_EP_BLOCK} wide (its weight's interleaving)")
+        params.update(F=model.K2, TileN1=tiles.g1.BN // 2, TileN2=tiles.g2.BN)
+    elif model.swiglu:
         params.update(F=model.K2, TileN1=tiles.g1.BN, TileN2=tiles.g2.BN)
     else:
         if tiles.g1.BN != tiles.g2.BN:
@@ -117,7 +143,7 @@ def dep_params(model: Model, M: int, tiles: MlpTiles) -> dict[str, int]:
 
 
 def compile_dep(model: Model, M: int, tiles: MlpTiles):
-    ns = f"mlp_{model.name}"
+    ns = f"mlp_{model.name.replace('-', '_')}"
     return cusyncgen.compile(EXAMPLES / model.dep, params=dep_params(model, M, tiles), name=ns), ns
 
 
@@ -152,16 +178,17 @@ def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False, ti
     mode = tiles.swiglu_mode if model.swiglu else 0
     with_sw = sync_warp and tiles.g2.threads <= SYNC_WARP_MAX_THREADS
     epi2 = "cusync_kernels::EpiIdentity"
+    prod_bn = tiles.g1.BN // 2 if model.swiglu_epilogue else tiles.g1.BN  # width of g1's output tiles
     lines = [f'#include "{ns}.h"', "#include <kernels/gemm.cuh>", KERNEL_MACRO,
              "CUSYNC_DEFINE_WAIT_KERNEL(cusync_wait_kernel)",
              f"using Cfg1 = {tiles.g1.cfg(model.epilogue1, 0, False, tiles.g1.BN)};",
-             f"using Cfg2 = {tiles.g2.cfg(epi2, mode, False, tiles.g1.BN)};",
-             f"using Cfg2R = {tiles.g2.cfg(epi2, mode, True, tiles.g1.BN)};",
+             f"using Cfg2 = {tiles.g2.cfg(epi2, mode, False, prod_bn)};",
+             f"using Cfg2R = {tiles.g2.cfg(epi2, mode, True, prod_bn)};",
              f"CUSYNC_MLP_GEMM(gemm1_plain, Cfg1, cusync::PlainStage<{ns}::g1_order>)",
              f"CUSYNC_MLP_GEMM(gemm2_plain, Cfg2, cusync::PlainStage<{ns}::g2_order>)"]
     if with_sw:
-        lines += [f"using Cfg2S = {tiles.g2.cfg(epi2, mode, False, tiles.g1.BN, True)};",
-                  f"using Cfg2RS = {tiles.g2.cfg(epi2, mode, True, tiles.g1.BN, True)};"]
+        lines += [f"using Cfg2S = {tiles.g2.cfg(epi2, mode, False, prod_bn, True)};",
+                  f"using Cfg2RS = {tiles.g2.cfg(epi2, mode, True, prod_bn, True)};"]
     names = []
     for p in policies:
         ptype = f"{ns}::{p.dep}_{p.producer}_{p.name}"
@@ -176,7 +203,7 @@ def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False, ti
         names.append((p.name, p.num_sems))
     lines.append(f'extern "C" __device__ const int has_sync_warp = {int(with_sw)};')
     suffix = ("_debug" if debug else "") + ("_timeline" if timeline else "") + ("" if sync_warp else "_nosyncwarp")
-    src = build.Source(f"mlp_{model.name}_M{M}_{tiles.label.replace('+', '_')}{suffix}",
+    src = build.Source(f"mlp_{model.name.replace('-', '_')}_M{M}_{tiles.label.replace('+', '_')}{suffix}",
                        "\n".join(lines) + "\n", headers=((f"{ns}.h", compiled.header),),
                        defines=(("CUSYNC_DEBUG",) if debug else ()) + (("CUSYNC_TIMELINE",) if timeline else ()))
     return src, names

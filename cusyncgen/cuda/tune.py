@@ -24,7 +24,7 @@ from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles
 
 def tile_candidates(model: str, M: int) -> list[MlpTiles]:
     """The default tiles for M and alternatives whose waves differ: for GPT-3 past M = 64, 128x128
-    tiles with 2x4 warps in both GeMMs; for LLaMA (producer BN pinned to 64 by its .dep), a 4-warp
+    tiles with 2x4 warps in both GeMMs; for LLaMA-ep, 4- or 8-warp 128x128 tiles; for LLaMA (producer BN pinned to 64 by its .dep), a 4-warp
     64x128 or 128x128 consumer (which can have a sync warp: more, shorter consumer blocks that fill
     the producer's last wave) and, past M = 128, the other row-tile height."""
     base = default_tiles(model, M)
@@ -33,6 +33,11 @@ def tile_candidates(model: str, M: int) -> list[MlpTiles]:
         wide = MlpTiles(Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 64, 3, 2, 4))
         if M > 64:
             out.append(wide)
+    elif model == "llama-ep":
+        # first GeMM 128 wide (its weight's interleaving): 8 or 4 warps (1 or 2 blocks per SM)
+        if M > 64:
+            wide, four = Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 32, 4, 2, 2)
+            out += [MlpTiles(four, four), MlpTiles(wide, wide), MlpTiles(wide, four)]
     else:
         small_g1, tall_g1 = Tiles(64, 64, 64, 5, 2, 2), Tiles(128, 64, 64, 4, 2, 2)
         out.append(MlpTiles(base.g1, Tiles(base.BM, 128, 32, 4, 2, 2), 2))
@@ -329,7 +334,7 @@ def main(argv=None) -> int:
             ap.error("--from-cache is for mlp (conv2d and attention: --from-json)")
         try:
             device = next(iter(json.loads(args.from_cache.read_text())))
-            res = tune_mlp([m for m in (args.models or "gpt3,llama").split(",") if m in MODELS],
+            res = tune_mlp([m for m in (args.models or "gpt3,llama,llama-ep").split(",") if m in MODELS],
                            [int(m) for m in (args.M or ",".join(map(str, SWEEP))).split(",")],
                            args.iters, args.from_cache, progress=False, device=device)
         except (OSError, ValueError, KeyError, StopIteration) as exc:
@@ -345,7 +350,7 @@ def main(argv=None) -> int:
     dev = slug(driver.device_name())
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.workload == "mlp":
-        res = tune_mlp([m for m in (args.models or "gpt3,llama").split(",") if m in MODELS],
+        res = tune_mlp([m for m in (args.models or "gpt3,llama,llama-ep").split(",") if m in MODELS],
                        [int(m) for m in (args.M or ",".join(map(str, SWEEP))).split(",")],
                        args.iters, args.out_dir / f"tune-cache-{dev}.json")
     else:

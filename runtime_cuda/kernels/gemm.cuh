@@ -78,6 +78,22 @@ struct EpiGeluErf {
   }
 };
 
+// SwiGLU in the producer's epilogue ("llama-ep" MLP): B's rows are [W1|V] interleaved by BN/2
+// (block j of BN rows = W1 rows [jBN/2, (j+1)BN/2) then the same rows of V), so a BM x BN tile holds
+// g = X W1^T in its first BN/2 columns and u = X V^T in the others; the tile stores
+// silu(g) * u (fp32, one fp16 rounding) as a BM x BN/2 tile of C at column t.x * BN/2, staged
+// through shared memory. Its consumer is a plain GeMM whose producer tiles are BN/2 wide.
+struct EpiSwiGLUHalves {
+  static constexpr bool kHalves = true;
+  __device__ __forceinline__ float operator()(float x) const { return x; }
+  __device__ __forceinline__ float combine(float g, float u) const { return g / (1.0f + __expf(-g)) * u; }
+};
+
+template <class E, class = void>
+struct epi_halves : std::false_type {};
+template <class E>
+struct epi_halves<E, std::void_t<decltype(E::kHalves)>> : std::integral_constant<bool, E::kHalves> {};
+
 // A stage with no synchronization (plain GeMM).  The CuSync runtime provides real stages.
 struct NoStage {
   __device__ __forceinline__ cusync::Tile start() { return cusync::Tile{int(blockIdx.x), int(blockIdx.y), 0}; }
@@ -121,6 +137,9 @@ struct GemmConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
                 "each thread must copy a whole number of 16-byte chunks per tile");
   static_assert(ProdBN % BK == 0, "a k-block of A must lie inside one producer tile: ProdBN % BK == 0");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB limit of sm_90");
+  static constexpr bool kHalvesEpilogue = epi_halves<Epilogue>::value;
+  static_assert(!kHalvesEpilogue || (SwiGLU == 0 && kSmemBytes >= BM * BN * 4),
+                "EpiSwiGLUHalves stages the fp32 tile in the pipeline's shared memory (needs BM*BN*4 bytes)");
 
 };
 
@@ -454,14 +473,39 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   typename Cfg::Epilogue epi;
   Tensor cC = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
   Tensor tCcC = thr_mma.partition_C(cC);  // same layout as accum; element i+1 is column +1 (i even)
-  half* gC = args.C + (long long)m0 * args.ldc + n0;
-  CUTE_UNROLL
-  for (int i = 0; i < size(accum); i += 2) {
-    const int r = get<0>(tCcC(i));
-    const int c = get<1>(tCcC(i));
-    if (r < rows_valid) {
-      const __half2 v = __floats2half2_rn(epi(accum(i)), epi(accum(i + 1)));
-      *reinterpret_cast<__half2*>(gC + (long long)r * args.ldc + c) = v;
+  if constexpr (Cfg::kHalvesEpilogue) {
+    // fp32 tile to shared memory (the pipeline's buffers are free: every cp.async has landed and
+    // the barrier below orders the last ldmatrix reads before the overwrite), then silu(g) * u.
+    constexpr int HALF = BN / 2;
+    float* sC = reinterpret_cast<float*>(smem);
+    cusync::compute_sync<SYNC_WARP, THREADS>();
+    CUTE_UNROLL
+    for (int i = 0; i < size(accum); i += 2) {
+      const int r = get<0>(tCcC(i));
+      const int c = get<1>(tCcC(i));
+      *reinterpret_cast<float2*>(sC + r * BN + c) = make_float2(accum(i), accum(i + 1));
+    }
+    cusync::compute_sync<SYNC_WARP, THREADS>();
+    half* gC = args.C + (long long)m0 * args.ldc + t.x * HALF;
+    for (int e = tid * 2; e < BM * HALF; e += THREADS * 2) {
+      const int r = e / HALF;
+      const int c = e % HALF;
+      if (r < rows_valid) {
+        const float* row = sC + r * BN;
+        const __half2 v = __floats2half2_rn(epi.combine(row[c], row[c + HALF]), epi.combine(row[c + 1], row[c + 1 + HALF]));
+        *reinterpret_cast<__half2*>(gC + (long long)r * args.ldc + c) = v;
+      }
+    }
+  } else {
+    half* gC = args.C + (long long)m0 * args.ldc + n0;
+    CUTE_UNROLL
+    for (int i = 0; i < size(accum); i += 2) {
+      const int r = get<0>(tCcC(i));
+      const int c = get<1>(tCcC(i));
+      if (r < rows_valid) {
+        const __half2 v = __floats2half2_rn(epi(accum(i)), epi(accum(i + 1)));
+        *reinterpret_cast<__half2*>(gC + (long long)r * args.ldc + c) = v;
+      }
     }
   }
   if constexpr (SYNC_WARP) {
