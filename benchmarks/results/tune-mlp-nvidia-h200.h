@@ -14,14 +14,14 @@ struct Choice {
 
 constexpr Choice mlp_gpt3[] = {
     {1, "PDL", 64, 64, 64, 1.0012, "auto"},
-    {16, "PDL", 64, 64, 64, 1.0088, "auto"},
-    {64, "StreamSync", 64, 64, 64, 1.0, "auto"},
-    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0386, "auto"},
-    {256, "RowSync+PDL+RT", 128, 128, 128, 1.0341, "auto"},
-    {512, "TileSync", 128, 128, 128, 1.2533, "auto"},
-    {1024, "RowSync+RT", 128, 128, 128, 1.0423, "auto"},
-    {2048, "RowSync+PDL+R", 128, 128, 128, 1.0238, "auto"},
-    {4096, "StreamSync", 128, 128, 128, 1.0, "auto"},
+    {16, "PDL", 64, 64, 64, 1.0062, "auto"},
+    {64, "RowSync+PDL+T", 64, 64, 64, 1.0072, "auto"},
+    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0356, "auto"},
+    {256, "RowSync+R", 128, 128, 128, 1.0439, "auto"},
+    {512, "TileSync", 128, 128, 128, 1.2717, "auto"},
+    {1024, "RowSync+RT", 128, 128, 128, 1.0267, "auto"},
+    {2048, "RowSync+PDL+RT", 128, 128, 128, 1.024, "auto"},
+    {4096, "TileSync+T", 128, 128, 128, 1.0303, "auto"},
 };
 
 inline const Choice& select_mlp_gpt3(int m) {
@@ -31,15 +31,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama[] = {
-    {1, "PDL", 64, 64, 64, 1.0163, "auto"},
-    {16, "PDL", 64, 64, 64, 1.0184, "auto"},
-    {64, "PDL", 64, 64, 64, 1.0162, "auto"},
+    {1, "PDL", 64, 64, 64, 1.0159, "auto"},
+    {16, "PDL", 64, 64, 64, 1.0155, "auto"},
+    {64, "PDL", 64, 64, 64, 1.0131, "auto"},
     {128, "StreamSync", 64, 64, 128, 1.0, "auto"},
     {256, "StreamSync", 64, 64, 128, 1.0, "auto"},
-    {512, "StreamSync", 128, 64, 128, 1.0, "auto"},
-    {1024, "PDL", 128, 64, 256, 1.0192, "auto"},
-    {2048, "PDL", 128, 64, 256, 1.0002, "auto"},
-    {4096, "PDL", 128, 64, 256, 1.0096, "auto"},
+    {512, "StreamSync", 64, 64, 128, 1.0, "auto"},
+    {1024, "PDL", 128, 64, 256, 1.0111, "auto"},
+    {2048, "RowSync", 128, 64, 256, 1.0146, "auto"},
+    {4096, "PDL", 128, 64, 256, 1.0223, "auto"},
 };
 
 inline const Choice& select_mlp_llama(int m) {
@@ -47,6 +47,24 @@ inline const Choice& select_mlp_llama(int m) {
   for (int i = 0; i < n; ++i)
     if (m <= mlp_llama[i].max_m) return mlp_llama[i];
   return mlp_llama[n - 1];
+}
+constexpr Choice mlp_llama_ep[] = {
+    {1, "PDL", 64, 128, 64, 1.016, "auto"},
+    {16, "PDL", 64, 128, 64, 1.014, "auto"},
+    {64, "PDL", 64, 128, 64, 1.0128, "auto"},
+    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0307, "auto"},
+    {256, "RowSync+PDL+RT", 128, 128, 128, 1.0332, "auto"},
+    {512, "RowSync+PDL+T", 128, 128, 128, 1.0939, "auto"},
+    {1024, "RowSync+T", 128, 128, 128, 1.0639, "auto"},
+    {2048, "TileSync", 128, 128, 128, 1.0675, "auto"},
+    {4096, "TileSync", 128, 128, 128, 1.0784, "auto"},
+};
+
+inline const Choice& select_mlp_llama_ep(int m) {
+  constexpr int n = sizeof(mlp_llama_ep) / sizeof(Choice);
+  for (int i = 0; i < n; ++i)
+    if (m <= mlp_llama_ep[i].max_m) return mlp_llama_ep[i];
+  return mlp_llama_ep[n - 1];
 }
 
 }  // namespace cusync_dispatch
