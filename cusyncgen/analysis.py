@@ -712,6 +712,21 @@ class Analyzer:
             out.append(ir.PolicyIR(dep.name, dep.consumer, prod.grid, name, E, dims, num))
         return out
 
+    def reads_group_over_rows(self, grid: str) -> bool:
+        """Does some consumer tile read tiles of `grid` along y at a fixed x (a ForAll whose
+        variable moves only the y coordinate, over more than one row: Attention's R.V reading
+        every V row of its head)? Then a strided order runs each group through all rows first."""
+        for d in self.deps:
+            for p in d.producers:
+                if p.grid != grid:
+                    continue
+                for ts in p.tilesets:
+                    for lp in ts.loops:
+                        uses = [_coef_of(ts.index[a], lp.var) for a in range(3)]
+                        if uses[0] == 0 and uses[2] == 0 and uses[1] not in (0, None) and lp.hi - lp.lo > 1:
+                            return True
+        return False
+
     def derive_orders(self) -> tuple:
         depth: dict = {}
 
@@ -731,7 +746,8 @@ class Analyzer:
                 st = self.strided(p, g)
                 if st and g.extent[st[0]] % st[1] == 0:
                     a, s = st
-                    chosen[p.grid] = ir.OrderIR(g.name, AXES[a], s, g.extent[a] // s, g.extent)
+                    outer = a == 0 and g.extent[1] > 1 and self.reads_group_over_rows(p.grid)
+                    chosen[p.grid] = ir.OrderIR(g.name, AXES[a], s, g.extent[a] // s, g.extent, outer)
         return tuple(chosen.get(g.name, ir.OrderIR(g.name, extent=g.extent)) for g in self.grids.values())
 
 

@@ -93,6 +93,16 @@ def _sum(terms: list) -> str:
 
 def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
     X, Y, Z = g.extent
+    if o.groups_outer:
+        c, st = o.group_count, o.group_stride
+        lines = [f"const int i = linear % {c}, y = linear / {c} % {Y}, g = linear / {c * Y} % {st};",
+                 f"return cusync::Tile{{g + i * {st}, y, {'0' if Z == 1 else f'linear / {c * Y * st}'}}};"]
+        z_term = "" if Z == 1 else f" + {st} * t.z"
+        return {"name": g.name, "X": X, "Y": Y, "Z": Z, "num_tiles": g.num_tiles, "tile_lines": lines,
+                "linear_expr": f"t.x / {st} + {c} * (t.y + {Y} * (t.x % {st}{z_term}))",
+                "order_comment": (f"the {c} tiles t, t+{st}, ... along x that one consumer tile reads are "
+                                  f"consecutive, and each such group runs through all {Y} rows before the next "
+                                  f"(a consumer reads a group over every row)")}
     r = {"x": "0" if X == 1 else ("linear" if Y * Z == 1 else f"linear % {X}"),
          "y": "0", "z": "0" if Z == 1 else ("linear" if X * Y == 1 else f"linear / {X * Y}")}
     if Y > 1:

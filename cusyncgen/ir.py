@@ -123,13 +123,23 @@ class GridIR:
 @dataclass(frozen=True)
 class OrderIR:
     """Row-major over permuted coordinates; along ``group_dim`` position r holds tile coordinate
-    ``r // group_count + (r % group_count) * group_stride`` (docs/design.md)."""
+    ``r // group_count + (r % group_count) * group_stride`` (docs/design.md).
+
+    ``groups_outer`` (group_dim "x" only): the groups are the outer loop instead -- every row of
+    group 0 (its group_count tiles x, x + stride, ... per row), then group 1, ...: linear
+    ``i + count * (y + Y * (g + stride * z))`` for tile x = g + i * stride. For a consumer that
+    reads one group over all rows (Attention's R.V reads every V row of its head)."""
 
     grid: str
     group_dim: Optional[str] = None  # "x", "y", "z" or None (plain row-major)
     group_stride: int = 1
     group_count: int = 1
     extent: tuple = (1, 1, 1)  # the grid's (X, Y, Z)
+    groups_outer: bool = False
+
+    def __post_init__(self):
+        if self.groups_outer and self.group_dim != "x":
+            raise ValueError("groups_outer orders group along x")
 
     @property
     def num_tiles(self) -> int:
@@ -141,6 +151,10 @@ class OrderIR:
 
     def tile(self, linear: int) -> Tile:
         X, Y, _ = self.extent
+        if self.groups_outer:
+            c, s = self.group_count, self.group_stride
+            i, y, g, z = linear % c, (linear // c) % Y, (linear // (c * Y)) % s, linear // (c * Y * s)
+            return (g + i * s, y, z)
         r = [linear % X, (linear // X) % Y, linear // (X * Y)]
         a = self._axis()
         if a >= 0:
@@ -149,6 +163,9 @@ class OrderIR:
 
     def linear(self, t: Tile) -> int:
         X, Y, _ = self.extent
+        if self.groups_outer:
+            c, s = self.group_count, self.group_stride
+            return t[0] // s + c * (t[1] + Y * (t[0] % s + s * t[2]))
         r = list(t)
         a = self._axis()
         if a >= 0:

@@ -347,3 +347,38 @@ def test_random_programs_are_accepted_iff_in_bounds(text):
     assert not _reads_out_of_bounds(text)
     assert check.problems(compiled.program) == []
     assert compiled.header.startswith("#pragma once\n")
+
+
+def test_prompt_attention_runs_each_head_through_all_rows_first():
+    """R.V reads every V row of its head, so the QKV GeMM's strided order finishes a head's Q, K
+    and V tiles over all rows before the next head (groups_outer); generation (one row) and the
+    LLaMA MLP (whole rows) keep the row-major strided order."""
+    prompt = cusyncgen.compile(EXAMPLES / "attention_gpt3.dep", params={"B": 1, "S": 1024, "Sp": 0}).program
+    o = prompt.order("g1")
+    assert o.groups_outer and (o.group_stride, o.group_count) == (12, 3)
+    assert [o.tile(i) for i in range(4)] == [(0, 0, 0), (12, 0, 0), (24, 0, 0), (0, 1, 0)]
+    assert {o.tile(i)[0] % 12 for i in range(24)} == {0}          # head 0's 24 tiles come first
+    assert check.problems(prompt) == []
+    gen = cusyncgen.compile(EXAMPLES / "attention_gpt3.dep", params={"B": 4, "S": 1, "Sp": 512}).program
+    assert not gen.order("g1").groups_outer
+    assert not _program("mlp_llama.dep").order("g1").groups_outer
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 4), s=st.integers(2, 6), Y=st.integers(1, 5), Z=st.integers(1, 3))
+def test_groups_outer_order_is_a_permutation_and_emits_the_same_formula(c, s, Y, Z):
+    from cusyncgen.emit import _order_view
+    o = ir.OrderIR("g", "x", s, c, (c * s, Y, Z), groups_outer=True)
+    tiles = [o.tile(i) for i in range(o.num_tiles)]
+    assert sorted(tiles) == sorted((x, y, z) for x in range(c * s) for y in range(Y) for z in range(Z))
+    assert all(o.linear(t) == i for i, t in enumerate(tiles))
+    view = _order_view(ir.GridIR("g", (c * s, Y, Z), ("x", "y", "z")), o)
+    body = "\n".join(view["tile_lines"]).replace("/", "//").replace("const int ", "").replace(";", "")
+    for i, t in enumerate(tiles):
+        env = {"linear": i}
+        exec(body.split("return")[0].replace(", ", "\n"), {}, env)
+        got = eval(body.split("return cusync::Tile")[1].replace("{", "(").replace("}", ")"), {}, env)
+        assert tuple(got) == t
+        lin = eval(view["linear_expr"].replace("/", "//").replace("t.x", str(t[0])).replace("t.y", str(t[1]))
+                   .replace("t.z", str(t[2])))
+        assert lin == i

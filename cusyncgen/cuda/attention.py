@@ -150,7 +150,7 @@ class Attention:
         self.module = driver.Module(build.build(module_source(sh, debug, timeline), arch or driver.arch()))
         k = self.module.kernel
         self.k = {"qkv": k("attn_qkv", sh.gemm_threads, sh.gemm_smem), "pgemm": k("attn_pgemm", sh.gemm_threads, sh.gemm_smem),
-                  "softmax": k("attn_softmax", 256), "rv": k("attn_rv", 256),
+                  "softmax": k("attn_softmax", self.module.constant_int("attn_softmax_threads")), "rv": k("attn_rv", 256),
                "out": k("attn_out", sh.gemm_threads, sh.gemm_smem), "out_R": k("attn_out_R", sh.gemm_threads, sh.gemm_smem)}
         self.chain = MultiChain(5, k("cusync_wait_kernel", 1))
         self.index = role_index(sh, self.compiled, self.ns)

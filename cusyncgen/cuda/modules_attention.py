@@ -16,6 +16,7 @@ from cusyncgen.cuda import build
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DH = 128          # head dimension (GPT-3 and LLaMA-65B)
+SOFTMAX_THREADS = 1024  # softmax.cuh: one warp per row at a time, 32 rows in flight per block
 TILE_K = 128      # key tile of the P GeMM (its BN): P and R rows are padded to a multiple of it
 MODELS = {"gpt3": 12288, "llama": 8192}
 
@@ -221,7 +222,7 @@ def module_source(shape: Shape, debug: bool = False, timeline: bool = False) -> 
     lines.append("CUSYNC_ATTN_GEMM(attn_pgemm_S, CfgGS, Sw_pgemm, PAd)")
     lines.append("CUSYNC_ATTN_GEMM(attn_out_S, CfgGS, Sw_out, OutAd)")
     lines.append("CUSYNC_ATTN_GEMM(attn_out_RS, CfgGRS, Sw_out, OutAd)")
-    lines.append(f"CUSYNC_ATTN_SOFTMAX(attn_softmax, {shape.tile_m}, Sw_softmax, {ns}::depPR_gP_waits)")
+    lines.append(f"CUSYNC_ATTN_SOFTMAX(attn_softmax, {shape.tile_m}, {SOFTMAX_THREADS}, Sw_softmax, {ns}::depPR_gP_waits)")
     lines.append(f"CUSYNC_ATTN_RV(attn_rv, {shape.tile_m}, Sw_rv, {ns}::depTR1_gR_waits, {ns}::depTR1_g1_waits)")
     return build.Source(shape.name + ("_debug" if debug else "") + ("_timeline" if timeline else ""),
                         "\n".join(lines) + "\n", headers=((f"{ns}.h", compiled.header),),

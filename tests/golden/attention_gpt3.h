@@ -9,15 +9,15 @@ struct g1 {
   static constexpr int X = 36, Y = 4, Z = 1, num_tiles = 144;
 };
 
-// tile processing order of g1: the 3 tiles t, t+12, ... along x that one consumer tile reads are consecutive
+// tile processing order of g1: the 3 tiles t, t+12, ... along x that one consumer tile reads are consecutive, and each such group runs through all 4 rows before the next (a consumer reads a group over every row)
 struct g1_order {
   static constexpr int num_tiles = 144;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
-    const int rx = linear % 36;
-    return cusync::Tile{rx / 3 + rx % 3 * 12, linear / 36, 0};
+    const int i = linear % 3, y = linear / 3 % 4, g = linear / 12 % 12;
+    return cusync::Tile{g + i * 12, y, 0};
   }
   CUSYNC_HD static constexpr int linear(cusync::Tile t) {
-    return (t.x % 12 * 3 + t.x / 12) + 36 * t.y;
+    return t.x / 12 + 3 * (t.y + 4 * (t.x % 12));
   }
 };
 

@@ -9,15 +9,15 @@ struct g1 {
   static constexpr int X = 24, Y = 4, Z = 1, num_tiles = 96;
 };
 
-// tile processing order of g1: the 3 tiles t, t+8, ... along x that one consumer tile reads are consecutive
+// tile processing order of g1: the 3 tiles t, t+8, ... along x that one consumer tile reads are consecutive, and each such group runs through all 4 rows before the next (a consumer reads a group over every row)
 struct g1_order {
   static constexpr int num_tiles = 96;
   CUSYNC_HD static constexpr cusync::Tile tile(int linear) {
-    const int rx = linear % 24;
-    return cusync::Tile{rx / 3 + rx % 3 * 8, linear / 24, 0};
+    const int i = linear % 3, y = linear / 3 % 4, g = linear / 12 % 8;
+    return cusync::Tile{g + i * 8, y, 0};
   }
   CUSYNC_HD static constexpr int linear(cusync::Tile t) {
-    return (t.x % 8 * 3 + t.x / 8) + 24 * t.y;
+    return t.x / 8 + 3 * (t.y + 4 * (t.x % 8));
   }
 };
 
