@@ -13,8 +13,8 @@ struct Choice {
 };
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0148, ""},
-    {4, "PDL", 0, 0, 0, 1.0184, ""},
+    {1, "PDL", 0, 0, 0, 1.0147, ""},
+    {4, "PDL", 0, 0, 0, 1.0157, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -24,8 +24,8 @@ inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
   return attention_gpt3_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0172, ""},
-    {4, "PDL", 0, 0, 0, 1.0139, ""},
+    {1, "PDL", 0, 0, 0, 1.0177, ""},
+    {4, "PDL", 0, 0, 0, 1.0163, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
@@ -35,8 +35,8 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0118, ""},
-    {4, "PDL", 0, 0, 0, 1.0206, ""},
+    {1, "PDL", 0, 0, 0, 1.0172, ""},
+    {4, "PDL", 0, 0, 0, 1.021, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
@@ -47,7 +47,7 @@ inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
 }
 constexpr Choice attention_gpt3_prompt[] = {
     {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1024, "TileSync+RowSync+TileSync+PDL", 0, 0, 0, 1.0103, ""},
     {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
@@ -58,8 +58,8 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
   return attention_gpt3_prompt[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0171, ""},
-    {4, "PDL", 0, 0, 0, 1.0255, ""},
+    {1, "PDL", 0, 0, 0, 1.0178, ""},
+    {4, "PDL", 0, 0, 0, 1.0252, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -69,8 +69,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0211, ""},
-    {4, "PDL", 0, 0, 0, 1.0195, ""},
+    {1, "PDL", 0, 0, 0, 1.0241, ""},
+    {4, "PDL", 0, 0, 0, 1.0197, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -80,8 +80,8 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
   return attention_llama_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0317, ""},
-    {4, "PDL", 0, 0, 0, 1.0253, ""},
+    {1, "PDL", 0, 0, 0, 1.0321, ""},
+    {4, "PDL", 0, 0, 0, 1.0257, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {
@@ -91,9 +91,9 @@ inline const Choice& select_attention_llama_gen_Sp512(int m) {
   return attention_llama_gen_Sp512[n - 1];
 }
 constexpr Choice attention_llama_prompt[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0, ""},
+    {512, "PDL", 0, 0, 0, 1.0051, ""},
     {1024, "StreamSync", 0, 0, 0, 1.0, ""},
-    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
+    {2048, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.0244, ""},
 };
 
 inline const Choice& select_attention_llama_prompt(int m) {
