@@ -118,6 +118,20 @@ def test_report_from_a_cache_needs_no_gpu(tmp_path):
     assert tune.main(["mlp", "--models", "gpt3", "--M", "1,16", "--from-cache", str(path), "-o", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "tune-mlp-test-gpu.json").read_text())
     assert [c["config"] for c in res["choices"]] == ["PDL", "RowSync+PDL"]
+    # "RowSync, 1.00x" against a measured 5% RowSync gain: the policy matches, the gain does not
+    assert [c["prediction_matches"] for c in res["choices"]] == [True, False]
+    assert [c["prediction_policy_matches"] for c in res["choices"]] == [True, True]
+    assert "the predicted policy alone, whatever gain it predicts: 2 of 2" in (tmp_path / "tune-mlp-test-gpu.md").read_text()
     assert [c["prediction_matches_within_noise"] for c in res["choices"]] == [True, False]
     # a point missing from the cache is an error, not a measurement
     assert tune.main(["mlp", "--models", "gpt3", "--M", "64", "--from-cache", str(path), "-o", str(tmp_path)]) == 1
+
+
+def test_policy_match_ignores_the_predicted_gain_but_not_the_policy():
+    no_gain, gain = {"policy": "RowSync", "speedup": 1.0}, {"policy": "RowSync", "speedup": 1.2}
+    assert tune.matches_policy(no_gain, "RowSync") and not tune.matches(no_gain, "RowSync")
+    assert tune.matches_policy(gain, "RowSync") and tune.matches(gain, "RowSync")
+    assert not tune.matches_policy(gain, "TileSync") and not tune.matches_policy(no_gain, "TileSync")
+    assert tune.matches_policy(no_gain, "PDL") and not tune.matches_policy(gain, "StreamSync")
+    assert not tune.matches_policy(None, "RowSync")
+
