@@ -97,3 +97,13 @@ def test_attention_module_compiles(tmp_path, monkeypatch, arch):
     shape = ma.Shape("llama", 2, 1, 512) if arch == "sm_90a" else ma.Shape("gpt3", 1, 512, 0)
     paths = build.build_many([ma.module_source(shape, debug=arch == "sm_90a")], arch=arch, jobs=1)
     assert paths[0].stat().st_size > 0
+
+
+def test_wide_tiles_are_a_prompt_option_with_their_own_module():
+    wide = ma.Shape("gpt3", 1, 1024, 0, wide=True)
+    assert wide.name.endswith("_wide") and wide.gemm_threads == 256 and wide.tiles_label == "wide"
+    assert "GemmConfig<128, 128, 64, 3, 2, 4" in ma.module_source(wide).text
+    assert {s.wide for s in ma.bench_shapes(wide=True)} == {True} and all(s.prompt for s in ma.bench_shapes(wide=True))
+    assert len(ma.prebuild_sources(tune=True)) == len(ma.prebuild_sources()) + len(ma.bench_shapes(wide=True))
+    with pytest.raises(ValueError, match="prompt"):
+        ma.Shape("gpt3", 4, 1, 512, wide=True)

@@ -138,3 +138,10 @@ def test_conv_modules_compile_for_sm80_and_sm90a(tmp_path, monkeypatch):
     srcs = [mc.module_source(mc.MODELS["vgg19"], L, 2, mc.default_tiles(L), debug=True)[0]]
     paths = build.build_many(srcs, arch="sm_80", jobs=1) + build.build_many(srcs, arch="sm_90a", jobs=1)
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
+
+
+def test_tile_labels_parse_back_and_bad_ones_are_refused():
+    t = mc.ALT_TILES[0]
+    assert mc.Tiles.parse(t.label) == t and mc.Tiles.parse(mc.Tiles().label) == mc.Tiles()
+    with pytest.raises(ValueError, match="not a Conv2D tile label"):
+        mc.Tiles.parse("128x64")

@@ -75,7 +75,19 @@ def test_choice_from_a_bench_is_the_fastest_correct_own_configuration():
     # a wrong result is never chosen, nor a vendor row; StreamSync itself when nothing beats it
     assert got == {("L1", 1): ("TileSync", round(10 / 9, 4)), ("L1", 2): ("StreamSync", 1.0)}
     text = tune.report(res)
-    assert "no wave-model prediction" in text and "tiles are fixed" in text
+    assert "no wave-model prediction" in text and "bench --tiles" in text
+
+
+def test_choice_across_tile_runs_reports_its_tiles_and_both_baselines():
+    """Runs on two tile shapes: the baseline is the fastest StreamSync of any run, 'same tiles' the
+    fastest StreamSync on the chosen configuration's tiles."""
+    a = {"device": "Test GPU", "workload": "conv2d", "rows": [
+        dict(_row("L1", 1, "StreamSync", 10.0), tiles="64x64x64/s3/w2x2"), dict(_row("L1", 1, "TileSync", 9.5), tiles="64x64x64/s3/w2x2")]}
+    b = {"device": "Test GPU", "workload": "conv2d", "rows": [
+        dict(_row("L1", 1, "StreamSync", 12.0), tiles="128x64x32/s4/w2x2"), dict(_row("L1", 1, "RowSync", 9.0), tiles="128x64x32/s4/w2x2")]}
+    (c,) = tune.choose_from_bench([a, b])["choices"]
+    assert (c["config"], c["tiles"], c["streamsync_us"]) == ("RowSync", "128x64x32/s4/w2x2", 10.0)
+    assert (c["speedup_vs_streamsync"], c["speedup_same_tiles"]) == (round(10 / 9, 4), round(12 / 9, 4))
 
 
 def _mrow(config, t, spread=None, correct=True):

@@ -405,7 +405,8 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
             break
         row = {"model": shape.label, "M": shape.size, "config": cfg.name, "time_us": round(t, 2),
                "correct": att.ok(errs), "rel_err": errs["chain"],
-               "kernel_errs": {k: float(f"{v:.3g}") for k, v in errs.items()}, "B": shape.B, "S": shape.S, "Sp": shape.Sp}
+               "kernel_errs": {k: float(f"{v:.3g}") for k, v in errs.items()}, "B": shape.B, "S": shape.S, "Sp": shape.Sp,
+               "tiles": shape.tiles_label}
         if cfg.policy:
             row["policies"] = att.policies_of(cfg.policy)
             row["sync_warp"] = [r for r, used in att.sync_warp_used.items() if used]
@@ -443,11 +444,15 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
     return rows
 
 
-def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = None, spread: bool | None = None) -> dict:
-    """Every shape of the sweep (B*S for prompt processing, B for generation), every configuration."""
+def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = None, spread: bool | None = None,
+          tiles: str | None = None) -> dict:
+    """Every shape of the sweep (B*S for prompt processing, B for generation), every configuration.
+    tiles="wide": the prompts alone, their GeMMs on 8-warp 128x128x64 tiles (the tuner's other shape)."""
     from cusyncgen.cuda import baselines
+    if tiles not in (None, "default", "wide"):
+        raise ValueError(f"attention tiles are 'default' or 'wide', not {tiles!r}")
     models = models.split(",") if isinstance(models, str) else models
-    shapes = [s for s in bench_shapes(models) if sweep is None or s.size in sweep]
+    shapes = [s for s in bench_shapes(models, wide=tiles == "wide") if sweep is None or s.size in sweep]
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream(non_blocking=True)
     rows, sdpa = [], []

@@ -283,8 +283,13 @@ def main(argv=None) -> int:
                     help="conv2d/attention: early-launched kernels of at most two waves padded to ceil(blocks/SMs) "
                          "blocks per SM "
                          "(default: each workload's default); on/off go to files named -spread-on/-off")
+    ap.add_argument("--tiles", default=None,
+                    help="conv2d: a tile label for every chain (e.g. 128x64x32/s4/w2x2); attention: 'wide' (prompts "
+                         "on 8-warp tiles); results go to files named -tiles-<label>")
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    if args.tiles and args.workload not in WORKLOADS:
+        ap.error("--tiles is for conv2d and attention (cusyncgen tune mlp tries the MLP's tile shapes)")
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
@@ -307,10 +312,12 @@ def main(argv=None) -> int:
         mod, fn = WORKLOADS[args.workload].split(":")
         opt = {"auto": None, "on": True, "off": False}
         res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters,
-                                                        sync_warp=opt[args.sync_warp], spread=opt[args.spread])
+                                                        sync_warp=opt[args.sync_warp], spread=opt[args.spread],
+                                                        tiles=args.tiles)
     suffix = "" if args.workload in ("mlp", "overhead") else (
         ("" if args.sync_warp == "auto" else f"-syncwarp-{args.sync_warp}")
-        + ("" if args.spread == "auto" else f"-spread-{args.spread}"))
+        + ("" if args.spread == "auto" else f"-spread-{args.spread}")
+        + (f"-tiles-{re.sub(r'[^a-z0-9]+', '-', args.tiles.lower())}" if args.tiles else ""))
     for p in write(res, args.out_dir, f"{args.workload}-{dev}{suffix}"):
         print(p)
     print(markdown(res))

@@ -241,10 +241,10 @@ def torch_chain(chain: ConvChain, x, ws, bs):
 
 
 def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None,
-                  sync_warp: bool | None = None, spread: bool | None = None) -> list[dict]:
+                  sync_warp: bool | None = None, spread: bool | None = None, tiles: Tiles | None = None) -> list[dict]:
     from cusyncgen.cuda import baselines
     import torch
-    chain = ConvChain(model, layer, batch, sync_warp=sync_warp,
+    chain = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp,
                       **({} if spread is None else {"spread": spread}))
     sets = [chain.buffers(seed=seed + s) for s in range(3)]
     outs = [chain.outputs() for _ in sets]
@@ -280,8 +280,10 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
 
 
 def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_warp: bool | None = None,
-          spread: bool | None = None) -> dict:
-    """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph)."""
+          spread: bool | None = None, tiles: str | None = None) -> dict:
+    """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph).
+    tiles: a Tiles label for every chain instead of each layer's default (the tuner's other shape)."""
+    tiles_obj = Tiles.parse(tiles) if tiles else None
     if isinstance(models, str):
         models = models.split(",")
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -289,7 +291,8 @@ def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_
     work = bench_points(models, sweep or BATCHES)
     for i, (m, layer, b) in enumerate(work):
         t0 = time.time()
-        point = measure_point(m, layer, b, iters, stream, seed=1000 * i, sync_warp=sync_warp, spread=spread)
+        point = measure_point(m, layer, b, iters, stream, seed=1000 * i, sync_warp=sync_warp, spread=spread,
+                              tiles=tiles_obj)
         rows += point
         timing.save_partial("conv2d", rows)
         if progress:

@@ -44,10 +44,15 @@ class Shape:
     B: int
     S: int
     Sp: int = 0
+    # prompts: the GeMMs on 128x128x64 tiles of 8 warps (one block per SM) instead of 128x128x32 of
+    # 4 (the tuner's other tile shape: `cusyncgen bench attention --tiles wide`)
+    wide: bool = False
 
     def __post_init__(self):
         if not (self.B == 1 or self.S == 1):
             raise ValueError("the .dep files cover prompt processing (B = 1) and generation (S = 1)")
+        if self.wide and not self.prompt:
+            raise ValueError("wide tiles are a prompt-processing option")
 
     @property
     def H(self) -> int:
@@ -93,20 +98,28 @@ class Shape:
 
     @property
     def name(self) -> str:
-        return f"attn_{self.model}_B{self.B}_S{self.S}_Sp{self.Sp}"
+        return f"attn_{self.model}_B{self.B}_S{self.S}_Sp{self.Sp}" + ("_wide" if self.wide else "")
+
+    @property
+    def tiles_label(self) -> str:
+        return "wide" if self.wide else "default"
 
     def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False) -> str:
         tail = f"cusync_kernels::EpiIdentity, 0, {str(reorder).lower()}, {DH}, {str(sync_warp).lower()}>"
+        if self.wide:
+            return f"cusync_kernels::GemmConfig<128, 128, 64, 3, 2, 4, {tail}"
         if self.prompt:
             return f"cusync_kernels::GemmConfig<128, 128, 32, 4, 2, 2, {tail}"
         return f"cusync_kernels::GemmConfig<64, 128, 64, 4, 2, 2, {tail}"
 
     @property
     def gemm_threads(self) -> int:
-        return 128
+        return 256 if self.wide else 128
 
     @property
     def gemm_smem(self) -> int:
+        if self.wide:
+            return 3 * (128 * 64 + 128 * 64) * 2
         bm, bk = (128, 32) if self.prompt else (64, 64)
         return 4 * (bm * bk + 128 * bk) * 2
 
@@ -124,11 +137,13 @@ class Shape:
                 "TileM": self.tile_m, "TileK": TILE_K, "TileN": 128}
 
 
-def bench_shapes(models=None) -> list[Shape]:
+def bench_shapes(models=None, wide: bool = False) -> list[Shape]:
+    """The benchmark's shapes; wide: the prompts alone, on the wide tiles."""
     out = []
     for m in models or MODELS:
-        out += [Shape(m, 1, s, 0) for s in PROMPT_S]
-        out += [Shape(m, b, 1, sp) for sp in GEN_SP for b in GEN_B]
+        out += [Shape(m, 1, s, 0, wide=wide) for s in PROMPT_S]
+        if not wide:
+            out += [Shape(m, b, 1, sp) for sp in GEN_SP for b in GEN_B]
     return out
 
 
@@ -233,5 +248,6 @@ def test_shapes() -> list[Shape]:
     return [Shape(*s) for s in TEST_SHAPES]
 
 
-def prebuild_sources() -> list[build.Source]:
-    return [module_source(s) for s in bench_shapes()] + [module_source(s, debug=True) for s in test_shapes()]
+def prebuild_sources(tune: bool = False) -> list[build.Source]:
+    shapes = bench_shapes() + (bench_shapes(wide=True) if tune else [])
+    return [module_source(s) for s in shapes] + [module_source(s, debug=True) for s in test_shapes()]

@@ -9,6 +9,7 @@ last one waits. Waiting and the reorder optimization are runtime flags (ConvArgs
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,19 @@ class Tiles:
     def label(self) -> str:
         return f"{self.BM}x{self.BN}x{self.BK}/s{self.stages}/w{self.warps_m}x{self.warps_n}"
 
+    @classmethod
+    def parse(cls, label: str) -> "Tiles":
+        """The inverse of .label: "128x64x32/s4/w2x2"."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)/s(\d+)/w(\d+)x(\d+)", label)
+        if not m:
+            raise ValueError(f"not a Conv2D tile label: {label!r} (e.g. 128x64x32/s4/w2x2)")
+        return cls(*(int(v) for v in m.groups()))
+
+
+# The other tile shape `cusyncgen tune conv2d` measures (bench conv2d --tiles): twice the output
+# pixels per block, half the blocks -- the waves of every layer and batch change.
+ALT_TILES = (Tiles(128, 64, 32, 4, 2, 2),)
+
 
 def default_tiles(layer: Layer) -> Tiles:
     tiles = Tiles()
@@ -154,10 +168,11 @@ def bench_points(models=None, sweep=None):
     return out
 
 
-def prebuild_sources(sweep=None) -> list:
+def prebuild_sources(sweep=None, tune: bool = False) -> list:
     srcs = []
     for m, layer, b in bench_points(sweep=sweep):
-        srcs.append(module_source(MODELS[m], LAYERS[layer], b, default_tiles(LAYERS[layer]))[0])
+        for tiles in (default_tiles(LAYERS[layer]),) + (ALT_TILES if tune else ()):
+            srcs.append(module_source(MODELS[m], LAYERS[layer], b, tiles)[0])
     for m, layer, b in TEST_POINTS:
         srcs.append(module_source(MODELS[m], LAYERS[layer], b, default_tiles(LAYERS[layer]), debug=True)[0])
     return srcs

@@ -36,7 +36,7 @@ def sources(bench_sweep, test_sizes=TEST_SIZES, workloads=None, tune=False):
         name = target.split(":")[0].replace("cusyncgen.cuda.", "cusyncgen.cuda.modules_")
         if importlib.util.find_spec(name) is None:
             continue  # that workload has no module sources yet
-        out.extend(importlib.import_module(name).prebuild_sources())
+        out.extend(importlib.import_module(name).prebuild_sources(tune=tune))
     out.append(modules.copy_module_source(3 * 132 + 17, debug=True))
     out.append(modules.copy_module_source(40, debug=True))
     return out

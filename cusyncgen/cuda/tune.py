@@ -192,10 +192,12 @@ VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
 
 
 def choose_from_bench(result) -> dict:
-    """The tuner's choice for a workload whose tiles are fixed (Conv2D, Attention): per (model, size)
-    of one or more `cusyncgen bench` results of one device and workload (e.g. with and without sync
-    warps), the fastest correct configuration of our kernels, StreamSync and PDL alone included,
-    never a vendor row. With several results the baseline is the fastest StreamSync among them."""
+    """The tuner's choice for Conv2D and Attention: per (model, size) of one or more `cusyncgen
+    bench` results of one device and workload (with and without sync warps or spread, on the
+    default and the other tile shape: `bench --tiles`), the fastest correct configuration of our
+    kernels, StreamSync and PDL alone included, never a vendor row. With several results the
+    baseline is the fastest StreamSync among them; 'same tiles' is over the fastest StreamSync on
+    the chosen tiles."""
     results = result if isinstance(result, list) else [result]
     if len({(r["device"], r["workload"]) for r in results}) != 1:
         raise ValueError("bench results of different devices or workloads")
@@ -209,10 +211,13 @@ def choose_from_bench(result) -> dict:
         base = min((r for r in rows if r["config"] == "StreamSync"), key=lambda r: r["time_us"])
         best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"])
         speed = round(base["time_us"] / best["time_us"], 4)
-        choices.append({"model": model, "M": M, "config": best["config"], "tiles": "default", "tile_cfg": None,
+        tiles = best.get("tiles", "default")
+        same = min(r["time_us"] for r in rows if r["config"] == "StreamSync" and r.get("tiles", "default") == tiles)
+        choices.append({"model": model, "M": M, "config": best["config"], "tiles": tiles, "tile_cfg": None,
                         "sync_warp": best.get("sync_warp") if best["config"] not in ("StreamSync", "PDL") else None,
                         "time_us": best["time_us"], "streamsync_us": base["time_us"], "speedup_vs_streamsync": speed,
-                        "speedup_same_tiles": speed, "predicted": None, "measured_family": family(best["config"]),
+                        "speedup_same_tiles": round(same / best["time_us"], 4), "predicted": None,
+                        "measured_family": family(best["config"]),
                         "prediction_matches": False, "candidates": len(rows)})
     return {"device": results[0]["device"], "workload": results[0]["workload"], "choices": choices}
 
@@ -227,10 +232,11 @@ def report(result: dict) -> str:
     lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""]
     if fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
-                  f"{result['workload']}` measured (one or more runs, e.g. with sync warps auto/on and spread "
-                  "on/off; every generated policy x the orderings and R; the tiles are fixed for this workload), "
+                  f"{result['workload']}` measured (one or more runs: sync warps auto/on, spread on/off, the "
+                  "default and the other tile shape of `bench --tiles`; every generated policy x the orderings and R), "
                   "StreamSync and PDL alone included, and its speed-up over the fastest StreamSync of those runs "
-                  "(same kernels). '(sync warp)': the waiting kernels of the chosen run had one.", ""]
+                  "('same tiles': over the fastest StreamSync on the chosen tiles). '(sync warp)': the waiting "
+                  "kernels of the chosen run had one.", ""]
     else:
         lines += ["The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
                   "its speed-up over StreamSync (same run), and the wave model's prediction "
