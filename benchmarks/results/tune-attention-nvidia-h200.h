@@ -47,7 +47,7 @@ inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
 }
 constexpr Choice attention_gpt3_prompt[] = {
     {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "TileSync+RowSync+TileSync+PDL", 0, 0, 0, 1.0103, ""},
+    {1024, "StreamSync", 0, 0, 0, 1.0, ""},
     {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
@@ -91,9 +91,9 @@ inline const Choice& select_attention_llama_gen_Sp512(int m) {
   return attention_llama_gen_Sp512[n - 1];
 }
 constexpr Choice attention_llama_prompt[] = {
-    {512, "PDL", 0, 0, 0, 1.0051, ""},
+    {512, "PDL", 0, 0, 0, 1.0095, ""},
     {1024, "StreamSync", 0, 0, 0, 1.0, ""},
-    {2048, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.0244, ""},
+    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_prompt(int m) {
