@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU path in one command, for an H100/H200 machine that has CUDA, CuPy and PyTorch but may
 # lack lark and nvidia-cutlass and any package index:
-#   bash benchmarks/gpu.sh [tests|bench|all|timeline]      (default: all; timeline: diagnostics only)
+#   bash benchmarks/gpu.sh [tests|bench|all|timeline|tune]  (default: all; timeline: diagnostics only;
+#   tune: `cusyncgen tune` for every workload -- the MLP's tile candidates measured, Conv2D and
+#   Attention chosen among bench runs with sync warps on, spread off and their other tile shape)
 # Installs the wheels carried in .whl/ (if any) into /tmp/site, compiles every module in
 # parallel into the cubin cache, runs the GPU tests, then the benchmarks. One log (run.log) and
 # the results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
@@ -26,13 +28,33 @@ export PYTHONUNBUFFERED=1
 LOG="$OUT/run.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG"
 status=0
+tune_args=""
+[ "$what" = tune ] && tune_args="--tune"
 # shellcheck disable=SC2086
-$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" $tune_args ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # shellcheck disable=SC2086
   timeout 420 $PY -m pytest -m gpu ${TESTS:-tests} -q -rs -p no:cacheprovider 2>&1 | tee -a "$LOG" || status=1
 fi
-if [ "$what" != tests ] && [ "$what" != timeline ]; then
+if [ "$what" = tune ]; then
+  B="$PY -m cusyncgen.cuda.bench"
+  dev=$($PY -c "from cusyncgen.cuda import driver, bench; print(bench.slug(driver.device_name()))")
+  timeout 900 $PY -m cusyncgen tune mlp -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+  for w in conv2d attention; do
+    other=$([ $w = conv2d ] && echo "128x64x32/s4/w2x2" || echo wide)
+    runs=""
+    for opt in "" "--sync-warp on" "--spread off" "--tiles $other"; do
+      # shellcheck disable=SC2086
+      timeout 540 $B $w $opt -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+    done
+    for f in "$OUT/$w-$dev.json" "$OUT/$w-$dev-syncwarp-on.json" "$OUT/$w-$dev-spread-off.json" "$OUT"/$w-$dev-tiles-*.json; do
+      [ -f "$f" ] && runs="$runs $f"
+    done
+    # shellcheck disable=SC2086
+    $PY -m cusyncgen tune $w --from-json $runs -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+  done
+fi
+if [ "$what" != tests ] && [ "$what" != timeline ] && [ "$what" != tune ]; then
   for b in ${BENCHES:-overhead mlp conv2d attention}; do
     # shellcheck disable=SC2086
     timeout 540 $PY -m cusyncgen.cuda.bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
