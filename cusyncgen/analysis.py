@@ -216,6 +216,7 @@ class Analyzer:
         self.deps: list = []
         self.dep_spans: dict = {}
         self.producer_sites: dict = {}
+        self._cbox: Optional[dict] = None  # the consumer box while a Dep's producers are analyzed
 
     # ---- names ----
     def declare(self, name: str, kind: str, decl, span: S.Span, value=None) -> None:
@@ -456,6 +457,8 @@ class Analyzer:
             self.lookup(ts.dim, "dim")
             r = ts.range
             lo = 0 if r.lo is None else self.const(r.lo, "a Range bound")
+            if self.bound_is_variable(r.hi, env):
+                return self.variable_loop_sites(ts, env, loops, lo)
             hi = self.const(r.hi, "a Range bound")
             if hi <= lo:
                 raise ValueRangeError(f"Range({'' if r.lo is None else f'{lo}, '}{hi}) is empty",
@@ -466,6 +469,43 @@ class Analyzer:
             loop = ir.LoopIR(var, lo, hi, ts.dim.name)
             return self.sites(ts.tiles, {**env, ts.dim.name: var}, loops + (loop,))
         raise TypeError(ts)
+
+    def bound_is_variable(self, e: S.Expr, env: dict) -> bool:
+        """Does a Range's upper bound name a dim of the consumer tile (``Range(y + 1)``)?"""
+        return any(isinstance(n, S.Name) and env.get(n.name, "").startswith("c.") for n in _names(e))
+
+    def variable_loop_sites(self, ts: S.ForAllExpr, env: dict, loops: tuple, lo: int) -> list:
+        """An outermost ForAll whose upper bound is affine in the consumer tile's dims: each
+        consumer tile c waits on the tiles of [lo, bound(c)) (a causal mask's triangle)."""
+        r = ts.range
+        if loops:
+            raise KindError("only the outermost ForAll of a tile set may have a bound that depends on "
+                            "the consumer tile", r.hi.span)
+        if self._cbox is None:
+            raise KindError("a Range bound may depend on the consumer tile only inside a Dep", r.hi.span)
+        aff = self.index(r.hi, env)
+        if aff.is_const:  # the dims cancel (a Param switched the dependence off): a constant bound
+            hi = aff.const
+            if hi <= lo:
+                raise ValueRangeError(f"Range({lo}, {hi}) is empty", r.span)
+            loop = ir.LoopIR(f"i{len(loops)}", lo, hi, ts.dim.name)
+            return self.sites(ts.tiles, {**env, ts.dim.name: loop.var}, loops + (loop,))
+        if not _variables(aff) <= set(self._cbox):
+            raise KindError("a Range bound may depend on the consumer tile's dims only", r.hi.span)
+        if not aff.is_affine():
+            raise NotAffineError(f"the Range bound '{S.unparse_expr(r.hi)}' is not affine", r.hi.span)
+        bmin, bmax = interval(aff, self._cbox)
+        if bmin < lo:
+            raise ValueRangeError(f"Range({lo}, {S.unparse_expr(r.hi)}) would run backwards for some "
+                                  f"consumer tile (its bound goes down to {bmin})", r.hi.span)
+        if bmax <= lo:
+            raise ValueRangeError(f"Range({lo}, {S.unparse_expr(r.hi)}) is empty for every consumer tile",
+                                  r.span)
+        if bmax - lo > INT_MAX or abs(bmax) > INT_MAX:
+            raise ValueRangeError("Range too large for int", r.span)
+        var = f"i{len(loops)}"
+        loop = ir.LoopIR(var, lo, bmax, ts.dim.name, to_ir(aff, self._cbox), S.unparse_expr(r.hi))
+        return self.sites(ts.tiles, {**env, ts.dim.name: var}, loops + (loop,))
 
     def stmt_DepDecl(self, st: S.DepDecl) -> None:
         self.declare(st.name, "dep", st, st.span)
@@ -502,12 +542,16 @@ class Analyzer:
         env = {d: "c." + AXES[a] for a, d in enumerate(cgrid.dims) if d}
         cbox = {"c." + AXES[a]: (0, cgrid.extent[a] - 1) for a in range(3)}
         merged: dict = {}
-        for group in st.producers:
-            pgrid: ir.GridIR = self.lookup(group.grid, "grid").value
-            sets = merged.setdefault(pgrid.name, [])
-            for ts in group.tiles:
-                for site in self.sites(ts, env, ()):
-                    sets.append(self.tileset(st, cgrid, pgrid, site, cbox))
+        self._cbox = cbox  # Range bounds may depend on the consumer tile here
+        try:
+            for group in st.producers:
+                pgrid: ir.GridIR = self.lookup(group.grid, "grid").value
+                sets = merged.setdefault(pgrid.name, [])
+                for ts in group.tiles:
+                    for site in self.sites(ts, env, ()):
+                        sets.append(self.tileset(st, cgrid, pgrid, site, cbox))
+        finally:
+            self._cbox = None
         producers = []
         for pname, sets in merged.items():
             sets = _interleave(sets)
@@ -546,7 +590,7 @@ class Analyzer:
             index.append(to_ir(aff, box))
         text = "Tile(" + ", ".join(S.unparse_expr(i) for i in tile.indices) + ")"
         for lp in reversed(site.loops):
-            text = f"ForAll({text}, {lp.dim}, Range({lp.lo}, {lp.hi}))"
+            text = f"ForAll({text}, {lp.dim}, Range({lp.lo}, {lp.hi_text or lp.hi}))"
         return ir.TileSetIR(tuple(index), site.loops, text)
 
     def out_of_bounds(self, st, cgrid, pgrid, a, e, aff: Aff, box, site, lo, hi) -> None:
@@ -723,7 +767,8 @@ class Analyzer:
                 for ts in p.tilesets:
                     for lp in ts.loops:
                         uses = [_coef_of(ts.index[a], lp.var) for a in range(3)]
-                        if uses[0] == 0 and uses[2] == 0 and uses[1] not in (0, None) and lp.hi - lp.lo > 1:
+                        if uses[0] == 0 and uses[2] == 0 and uses[1] not in (0, None) and lp.hi - lp.lo > 1 \
+                                and lp.hi_expr is None:  # a triangle (causal) favors the row-major order
                             return True
         return False
 
@@ -749,6 +794,17 @@ class Analyzer:
                     outer = a == 0 and g.extent[1] > 1 and self.reads_group_over_rows(p.grid)
                     chosen[p.grid] = ir.OrderIR(g.name, AXES[a], s, g.extent[a] // s, g.extent, outer)
         return tuple(chosen.get(g.name, ir.OrderIR(g.name, extent=g.extent)) for g in self.grids.values())
+
+
+def _names(e):
+    """Every S.Name in an expression of the syntax tree (Extent's grid and dim names excluded)."""
+    if isinstance(e, S.Name):
+        yield e
+    elif isinstance(e, (S.BinOp, S.CDiv)):
+        yield from _names(e.lhs)
+        yield from _names(e.rhs)
+    elif isinstance(e, S.Neg):
+        yield from _names(e.operand)
 
 
 def _variables(a: Aff) -> set:
@@ -800,9 +856,9 @@ def _interleave(sets: list) -> list:
     out, i = [], 0
     while i < len(sets):
         first, run, axis, step = sets[i], [sets[i]], None, None
-        sig = tuple((lp.var, lp.lo, lp.hi) for lp in first.loops)
+        sig = tuple((lp.var, lp.lo, lp.hi, lp.hi_expr) for lp in first.loops)
         j = i + 1
-        while j < len(sets) and tuple((lp.var, lp.lo, lp.hi) for lp in sets[j].loops) == sig:
+        while j < len(sets) and tuple((lp.var, lp.lo, lp.hi, lp.hi_expr) for lp in sets[j].loops) == sig:
             diff = [a for a in range(3) if sets[j].index[a] != first.index[a]]
             if len(diff) != 1:
                 break

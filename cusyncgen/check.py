@@ -55,9 +55,9 @@ def problems(program: ir.ProgramIR, limit: int = 20) -> list:
         for p in d.producers:
             pg = program.grid(p.grid)
             pols = program.policies_of(d.name, p.grid)
-            n = program.wait_count(d.name, p.grid)
             for c in cg.tiles():
                 reads = p.tiles(c)
+                n = program.wait_count_at(d.name, p.grid, c)  # waits::count(c)
                 waited = [program.wait_tile(d.name, p.grid, c, i) for i in range(n)]
                 if waited != reads:
                     if bad(f"dep {d.name}: waits of {d.consumer}{c} on {p.grid} decode to "

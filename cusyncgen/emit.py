@@ -190,11 +190,22 @@ def _describe(d: ir.DimMap) -> str:
 
 # ---- waits --------------------------------------------------------------------------------------
 
+def _count_text(ts: ir.TileSetIR) -> str:
+    """C++ count of a tile set for consumer tile c: a constant, or (bound(c) - lo) * inner counts
+    when its outermost loop's bound depends on c."""
+    if not ts.variable:
+        return str(ts.count)
+    outer, inner = ts.loops[0], ts.count // ts.loops[0].count
+    n = cxx(outer.hi_expr) if outer.lo == 0 else f"{cxx(outer.hi_expr)} - {outer.lo}"
+    return n if inner == 1 else f"({n}) * {inner}"
+
+
 def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
-    branches, off = [], 0
+    branches, off, off_c = [], "", 0  # off: the variable part of the offset (C++), off_c: the constant
     for ts in prod.tilesets:
         lines = []
-        j = "i" if off == 0 else f"(i - {off})"
+        start = (off + (f" + {off_c}" if off_c else "")) if off else str(off_c)
+        j = "i" if start == "0" else f"(i - ({start}))" if off else f"(i - {start})"
         inner = 1
         for n, lp in enumerate(reversed(ts.loops)):
             outermost = n == len(ts.loops) - 1
@@ -204,12 +215,18 @@ def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
             lines.append(f"const int {lp.var} = {str(lp.lo) + ' + ' if lp.lo else ''}{val};")
             inner *= lp.count
         lines.reverse()
-        off += ts.count
-        branches.append({"end": off, "lines": lines, "comment": ts.text,
+        if ts.variable:
+            off = (f"{off} + " if off else "") + _count_text(ts)
+        else:
+            off_c += ts.count
+        end = (off + (f" + {off_c}" if off_c else "")) if off else str(off_c)
+        branches.append({"end": end, "lines": lines, "comment": ts.text,
                          "tile": ", ".join(cxx(e) for e in ts.index)})
+    variable = any(ts.variable for ts in prod.tilesets)
+    count = branches[-1]["end"] if branches else "0"
+    text = f"up to {prod.count} tiles" if variable else ("1 tile" if prod.count == 1 else f"{prod.count} tiles")
     return {"struct": f"{dep.name}_{prod.grid}_waits", "producer": prod.grid,
-            "count": prod.count, "branches": branches,
-            "count_text": "1 tile" if prod.count == 1 else f"{prod.count} tiles"}
+            "count": count, "branches": branches, "count_text": text}
 
 
 def header(program: ir.ProgramIR, namespace: str | None = None) -> str:

@@ -245,16 +245,24 @@ class PolicyIR:
 
 @dataclass(frozen=True)
 class LoopIR:
-    """One ForAll: ``var`` over [lo, hi)."""
+    """One ForAll: ``var`` over [lo, hi). With ``hi_expr`` (an outermost ForAll whose bound
+    depends on the consumer tile, e.g. ``Range(y + 1)`` for a causal mask) the loop runs over
+    [lo, hi_expr(c)) for consumer tile c, and ``hi`` is the largest of those bounds."""
 
     var: str
     lo: int
     hi: int
     dim: str = ""  # the .dep dim it binds, for messages and comments
+    hi_expr: Optional["Expr"] = None  # over c.x, c.y, c.z only
+    hi_text: str = ""  # the .dep text of a variable bound, for comments
 
     @property
     def count(self) -> int:
+        """The largest trip count (every consumer tile's, when the bound is constant)."""
         return self.hi - self.lo
+
+    def hi_at(self, env: dict) -> int:
+        return self.hi if self.hi_expr is None else evaluate(self.hi_expr, env)
 
 
 @dataclass(frozen=True)
@@ -268,9 +276,21 @@ class TileSetIR:
 
     @property
     def count(self) -> int:
+        """The largest number of tiles (for every consumer tile, when no bound varies)."""
         n = 1
         for lp in self.loops:
             n *= lp.count
+        return n
+
+    @property
+    def variable(self) -> bool:
+        return any(lp.hi_expr is not None for lp in self.loops)
+
+    def count_at(self, env: dict) -> int:
+        """The number of tiles for the consumer tile of ``env`` (c.x, c.y, c.z)."""
+        n = 1
+        for lp in self.loops:
+            n *= max(0, lp.hi_at(env) - lp.lo)
         return n
 
 
@@ -286,11 +306,20 @@ class ProducerIR:
 
     @property
     def count(self) -> int:
+        """The largest number of waited tiles over consumer tiles."""
         return sum(ts.count for ts in self.tilesets)
+
+    def count_at(self, c: Tile) -> int:
+        env = _consumer_env(c)
+        return sum(ts.count_at(env) for ts in self.tilesets)
 
     def tiles(self, c: Tile) -> list:
         """The producer tiles one consumer tile ``c`` waits on, in wait order."""
         return self._fn(*c)
+
+
+def _consumer_env(c: Tile) -> dict:
+    return {"c.x": c[0], "c.y": c[1], "c.z": c[2]}
 
 
 def _compile_producer(tilesets) -> object:
@@ -300,7 +329,8 @@ def _compile_producer(tilesets) -> object:
     for ts in tilesets:
         indent = "    "
         for lp in ts.loops:
-            lines.append(f"{indent}for {lp.var} in range({lp.lo}, {lp.hi}):")
+            hi = lp.hi if lp.hi_expr is None else py_source(lp.hi_expr)
+            lines.append(f"{indent}for {lp.var} in range({lp.lo}, {hi}):")
             indent += "    "
         idx = ", ".join(py_source(e) for e in ts.index)
         lines.append(f"{indent}out.append(({idx}))")
@@ -367,21 +397,27 @@ class ProgramIR:
         return self.dep(dep).producer(producer).tiles(tuple(consumer_tile))
 
     def wait_count(self, dep: str, producer: str) -> int:
+        """The largest number of waited tiles over consumer tiles."""
         return self.dep(dep).producer(producer).count
+
+    def wait_count_at(self, dep: str, producer: str, consumer_tile: Tile) -> int:
+        """``{dep}_{producer}_waits::count(c)``."""
+        return self.dep(dep).producer(producer).count_at(tuple(consumer_tile))
 
     def wait_tile(self, dep: str, producer: str, consumer_tile: Tile, i: int) -> Tile:
         """The i-th waited tile, decoded like the generated ``waits::tile(c, i)`` (mixed radix
         over the ForAll loops, innermost fastest) rather than by enumeration."""
         p = self.dep(dep).producer(producer)
-        env = {"c.x": consumer_tile[0], "c.y": consumer_tile[1], "c.z": consumer_tile[2]}
+        env = _consumer_env(consumer_tile)
         for ts in p.tilesets:
-            if i < ts.count:
+            n = ts.count_at(env)
+            if i < n:
                 j = i
-                for lp in reversed(ts.loops):
+                for lp in reversed(ts.loops):  # only the outermost loop's count may vary
                     env[lp.var] = lp.lo + j % lp.count
                     j //= lp.count
                 return tuple(evaluate(e, env) for e in ts.index)
-            i -= ts.count
+            i -= n
         raise IndexError("wait index out of range")
 
     def edges(self) -> list:

@@ -382,3 +382,34 @@ def test_groups_outer_order_is_a_permutation_and_emits_the_same_formula(c, s, Y,
         lin = eval(view["linear_expr"].replace("/", "//").replace("t.x", str(t[0])).replace("t.y", str(t[1]))
                    .replace("t.z", str(t[2])))
         assert lin == i
+
+
+def test_causal_prompt_waits_on_the_rows_up_to_its_own():
+    """Causal = 1: a Range bound that depends on the consumer tile (the DSL's triangle). The
+    softmax of row tile y waits on the P tiles x <= y, R.V on the V rows <= y; the QKV GeMM keeps the
+    row-major strided order (early rows are what a triangle needs first); every policy is sound."""
+    prog = cusyncgen.compile(EXAMPLES / "attention_gpt3.dep", params={"B": 1, "S": 1024, "Sp": 0, "Causal": 1}).program
+    assert prog.waits("depPR", "gP", (0, 3, 5)) == [(x, 3, 5) for x in range(4)]
+    assert prog.wait_count_at("depPR", "gP", (0, 7, 0)) == 8 and prog.wait_count("depPR", "gP") == 8
+    assert prog.waits("depTR1", "g1", (0, 2, 1)) == [(25, y, 0) for y in range(3)]
+    assert not prog.order("g1").groups_outer
+    assert check.problems(prog) == []
+    h = cusyncgen.compile(EXAMPLES / "attention_gpt3.dep", params={"B": 1, "S": 1024, "Sp": 0, "Causal": 1}).header
+    assert "count(cusync::Tile c) { return c.y + 1; }" in h
+    # Causal = 0 cancels the dims: the constant bound of the full rows, as before
+    full = cusyncgen.compile(EXAMPLES / "attention_gpt3.dep", params={"B": 1, "S": 1024, "Sp": 0}).program
+    assert full.waits("depPR", "gP", (0, 3, 5)) == [(x, 3, 5) for x in range(8)]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("ForAll(ForAll(Tile(x, k), x, Range(y + 1)), k, Range(2))", "only the outermost ForAll"),
+    ("ForAll(Tile(x, y), x, Range(2, y + 1))", "would run backwards"),
+    ("ForAll(Tile(x, y), x, Range(y - 8))", "would run backwards"),
+    ("ForAll(Tile(x, y), x, Range(y - y))", "is empty"),
+    ("ForAll(Tile(x, y), x, Range(y * y))", "not affine"),
+])
+def test_bad_consumer_dependent_ranges_are_located(body, message):
+    text = f"Dim x, y, k;\nGrid gP(x, y, 8, 8);\nGrid gR(x, y, 1, 8);\nDep d({{gR, Tile(x, y)}}, {{gP, {body}}});\n"
+    with pytest.raises(CusyncError, match=message) as exc:
+        cusyncgen.compile(text, name="bad.dep")
+    assert exc.value.span is not None and exc.value.span.line == 4

@@ -21,7 +21,8 @@ EXAMPLES["mlp_gpt3.dep"] = {"B": 8, "S": 256}
 
 
 #: exercises what the examples do not: 3-D grids, a 4th Dim as a ForAll variable, nested ForAlls,
-#: Range(lo, hi), negative floor division and modulo, several producers, non-constant values
+#: Range(lo, hi), negative floor division and modulo, several producers, non-constant values, a
+#: Range bound that depends on the consumer tile (d4: a triangle, then a constant tile set)
 EXTRA = """Param D = 3;
 Dim x, y, z, k;
 Grid p(x, y, z, 7, 5, 2);
@@ -34,6 +35,8 @@ Dep d1({q, Tile(x, y, z)}, {p, ForAll(Tile(x + k + (x - 3)/4, y, z), k, Range(1,
 Dep d2({r, Tile(x, y)}, {q, ForAll(ForAll(Tile(x % 4, y, k), k, Range(2)), x, Range(1, 4))},
                         {p, Tile(x, y, 0), Tile(x, y, 1)});
 Dep d3({t, Tile(x)}, {s, ForAll(Tile(x + D*k), k, Range(2))});
+Grid w(x, y, 6, 6);
+Dep d4({r, Tile(x, y)}, {w, ForAll(ForAll(Tile(k, z), z, Range(2)), k, Range(1, y + 2)), Tile(x, y)});
 """
 
 
@@ -59,7 +62,8 @@ def test_extra_program_is_sound_and_uses_every_emission_path():
     assert check.problems(c.program) == []
     h = c.header
     for text in ("cusyncgen_floordiv(c.x - 3, 4)", "cusyncgen_floormod(c.x - 9, 7)", "const int i1 = ",
-                 "(2 + (t.x % 3 < 1 ? 1 : 0))", "(t.x / 2 < 3 ? 2 : 1)", "StridedSync"):
+                 "(2 + (t.x % 3 < 1 ? 1 : 0))", "(t.x / 2 < 3 ? 2 : 1)", "StridedSync",
+                 "count(cusync::Tile c) { return (c.y + 2 - 1) * 2 + 1; }", "if (i < (c.y + 2 - 1) * 2 + 1) {"):
         assert text in h, text
 
 

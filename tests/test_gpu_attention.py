@@ -28,7 +28,7 @@ def _att(shape, sync_warp=False):
 
 
 @pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
-@pytest.mark.parametrize("shape", TEST_SHAPES, ids=lambda s: f"{s[0]}-B{s[1]}-S{s[2]}-Sp{s[3]}")
+@pytest.mark.parametrize("shape", TEST_SHAPES, ids=lambda s: f"{s[0]}-B{s[1]}-S{s[2]}-Sp{s[3]}" + ("-causal" if len(s) > 4 and s[4] else ""))
 def test_every_kernel_under_every_policy_matches_float32(shape, sync_warp):
     att = _att(shape, sync_warp)
     assert att.sync_warp_used == {"pgemm": sync_warp, "out": sync_warp}

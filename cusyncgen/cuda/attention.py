@@ -24,7 +24,7 @@ import torch
 
 from cusyncgen.cuda import build, driver, timing
 from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
-from cusyncgen.cuda.modules_attention import (DH, Shape, bench_shapes, compile_dep, configs, module_source,
+from cusyncgen.cuda.modules_attention import (DH, TILE_K, Shape, bench_shapes, compile_dep, configs, module_source,
                                               num_sems, role_index)
 from cusyncgen.cuda.stages import Stage
 
@@ -42,13 +42,13 @@ def _sync() -> None:
 
 class AttnGeo(ctypes.Structure):
     _fields_ = [("cache", ctypes.c_void_p), ("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("T", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("B", "S", "Sp", "NH", "Dh", "ld3", "Npad", "ldT")]
+        (n, ctypes.c_int) for n in ("B", "S", "Sp", "NH", "Dh", "ld3", "Npad", "ldT", "causal")]
 
 
 class SoftmaxArgs(ctypes.Structure):
     _fields_ = [("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("M", ctypes.c_int), ("Npad", ctypes.c_int),
                 ("L", ctypes.c_int), ("scale", ctypes.c_float), ("drop_threshold", ctypes.c_uint32),
-                ("keep_scale", ctypes.c_float), ("seed", ctypes.c_uint32)]
+                ("keep_scale", ctypes.c_float), ("seed", ctypes.c_uint32), ("causal", ctypes.c_int)]
 
 
 class MultiChain:
@@ -239,7 +239,7 @@ class Attention:
         """The kernels' view of the buffers (attention.cuh's AttnGeo)."""
         sh = self.shape
         return AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]),
-                       sh.B, sh.S, sh.Sp, sh.NH, DH, 3 * sh.D, sh.Npad, sh.D)
+                       sh.B, sh.S, sh.Sp, sh.NH, DH, 3 * sh.D, sh.Npad, sh.D, int(sh.causal))
 
     def run(self, stream, cfg: Config, b: dict) -> None:
         sh = self.shape
@@ -254,7 +254,7 @@ class Attention:
         a_out = driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
                                 lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
         sm = SoftmaxArgs(_ptr(b["P"]), _ptr(b["R"]), sh.S, sh.Npad, sh.L, 1.0 / math.sqrt(DH),
-                         int(self.dropout * 2 ** 32), 1.0 / (1.0 - self.dropout), b["seed"])
+                         int(self.dropout * 2 ** 32), 1.0 / (1.0 - self.dropout), b["seed"], int(sh.causal))
         G = self.grids
         ks = self.k if cfg.policy is None else {**self.k, **self.k_sync}
         kout = ks["out_R" if cfg.reorder else "out"]
@@ -295,10 +295,19 @@ class Attention:
         v = c[:, :, 2].permute(1, 2, 0, 3)
         return q, k, v
 
+    def causal_mask(self) -> torch.Tensor:
+        """[S, Npad] bool: the keys a query row may not read (True), for a causal prompt."""
+        sh = self.shape
+        r = torch.arange(sh.S, device=DEVICE).view(-1, 1)
+        c = torch.arange(sh.Npad, device=DEVICE).view(1, -1)
+        return c > sh.Sp + r
+
     def _softmax_ref(self, P: torch.Tensor, seed: int) -> torch.Tensor:
         sh = self.shape
         s = P.float() / math.sqrt(DH)
         s[..., sh.L:] = -math.inf
+        if sh.causal:
+            s = s.masked_fill(self.causal_mask(), -math.inf)
         r = torch.softmax(s, dim=-1)
         if self.dropout:
             r = r * keep_mask(sh.B * sh.NH, sh.S, sh.Npad, seed, self.dropout) / (1.0 - self.dropout)
@@ -315,7 +324,14 @@ class Attention:
         qkv_ref = b["x"].float() @ b["wqkv"].float().T
         errs["g1"] = rel(new, qkv_ref)
         q, k, v = self._qkv_views(b["cache"])
-        errs["gP"] = rel(b["P"], (q @ k.transpose(-1, -2)).reshape(Z, sh.S, sh.Npad))
+        p_ref = (q @ k.transpose(-1, -2)).reshape(Z, sh.S, sh.Npad)
+        if sh.causal:  # the P tiles past the diagonal are not computed (never read)
+            r = torch.arange(sh.S, device=DEVICE).view(-1, 1) // sh.tile_m
+            c = torch.arange(sh.Npad, device=DEVICE).view(1, -1) // TILE_K
+            keep = c <= r
+            errs["gP"] = rel(torch.where(keep, b["P"].float(), 0.0), torch.where(keep, p_ref, 0.0))
+        else:
+            errs["gP"] = rel(b["P"], p_ref)
         errs["gR"] = rel(b["R"], self._softmax_ref(b["P"], b["seed"]))
         t_ref = (b["R"].float().view(sh.B, sh.NH, sh.S, sh.Npad) @ v).permute(0, 2, 1, 3).reshape(sh.M, sh.D)
         errs["gT"] = rel(b["T"], t_ref)
@@ -348,6 +364,7 @@ class Attention:
         cache = b["cache"].clone()
         c3 = cache.view(sh.Npad, sh.B, 3 * sh.D)
         p_drop = self.dropout if dropout is None else dropout
+        causal = self.causal_mask()[:, : sh.L] if sh.causal else None
 
         def fn():
             qkv = x @ wqkv.T                                              # [B*S, 3D]
@@ -361,9 +378,12 @@ class Attention:
                 v = kv[:, :, 2].permute(1, 2, 0, 3)
                 q = qkv.view(sh.B, 3, sh.NH, DH)[:, 0].unsqueeze(2)
             if sdpa:
-                t = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p_drop)
+                t = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=sh.causal)
             else:
-                r = torch.softmax((q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(DH)), dim=-1)
+                s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(DH))
+                if sh.causal:
+                    s = s.masked_fill(causal, -math.inf)
+                r = torch.softmax(s, dim=-1)
                 if mask is not None:
                     r = r * mask / (1.0 - p_drop)
                 elif p_drop:
@@ -376,8 +396,9 @@ class Attention:
     def flops_bytes(self) -> tuple[float, float]:
         sh = self.shape
         Z = sh.B * sh.NH
-        flops = 2 * sh.M * sh.H * 3 * sh.D + 4 * Z * sh.S * sh.L * DH + 2 * sh.M * sh.D * sh.H
-        byts = 2 * (4 * sh.D * sh.H + sh.M * sh.H * 2 + 2 * sh.B * sh.L * sh.D + 4 * Z * sh.S * sh.L + 2 * sh.M * sh.D)
+        pairs = sh.S * sh.Sp + sh.S * (sh.S + 1) // 2 if sh.causal else sh.S * sh.L  # (query, key) pairs
+        flops = 2 * sh.M * sh.H * 3 * sh.D + 4 * Z * pairs * DH + 2 * sh.M * sh.D * sh.H
+        byts = 2 * (4 * sh.D * sh.H + sh.M * sh.H * 2 + 2 * sh.B * sh.L * sh.D + 4 * Z * pairs + 2 * sh.M * sh.D)
         return flops, byts
 
 

@@ -35,7 +35,8 @@ DEPS = ("depQK", "depPR", "depTR1", "depT2")
 PROMPT_S = (512, 1024, 2048)
 GEN_B = (1, 4)
 GEN_SP = (512, 1024, 2048)
-TEST_SHAPES = (("gpt3", 1, 320, 0), ("llama", 1, 512, 0), ("gpt3", 3, 1, 700), ("llama", 2, 1, 512))
+TEST_SHAPES = (("gpt3", 1, 320, 0), ("llama", 1, 512, 0), ("gpt3", 3, 1, 700), ("llama", 2, 1, 512),
+               ("gpt3", 1, 320, 0, True), ("llama", 1, 300, 0, True))
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class Shape:
     B: int
     S: int
     Sp: int = 0
+    # prompts: a causal mask (query row r reads keys <= r; the .dep's Causal = 1: the softmax and R.V
+    # of a row tile wait only for the rows up to it, and P's tiles past the diagonal are skipped)
+    causal: bool = False
     # prompts: the GeMMs on 128x128x64 tiles of 8 warps (one block per SM) instead of 128x128x32 of
     # 4 (the tuner's other tile shape: `cusyncgen bench attention --tiles wide`)
     wide: bool = False
@@ -53,6 +57,8 @@ class Shape:
             raise ValueError("the .dep files cover prompt processing (B = 1) and generation (S = 1)")
         if self.wide and not self.prompt:
             raise ValueError("wide tiles are a prompt-processing option")
+        if self.causal and not (self.prompt and self.Sp == 0):
+            raise ValueError("the causal mask is for prompt processing without cached tokens (Sp = 0)")
 
     @property
     def H(self) -> int:
@@ -89,7 +95,9 @@ class Shape:
 
     @property
     def label(self) -> str:
-        return f"{self.model}-prompt" if self.prompt else f"{self.model}-gen-S'{self.Sp}"
+        if self.prompt:
+            return f"{self.model}-prompt" + ("-causal" if self.causal else "")
+        return f"{self.model}-gen-S'{self.Sp}"
 
     @property
     def size(self) -> int:
@@ -98,7 +106,8 @@ class Shape:
 
     @property
     def name(self) -> str:
-        return f"attn_{self.model}_B{self.B}_S{self.S}_Sp{self.Sp}" + ("_wide" if self.wide else "")
+        return (f"attn_{self.model}_B{self.B}_S{self.S}_Sp{self.Sp}" + ("_causal" if self.causal else "")
+                + ("_wide" if self.wide else ""))
 
     @property
     def tiles_label(self) -> str:
@@ -134,14 +143,14 @@ class Shape:
 
     def dep_params(self) -> dict[str, int]:
         return {"H": self.H, "Dh": DH, "B": self.B, "S": self.S, "Sp": self.Sp,
-                "TileM": self.tile_m, "TileK": TILE_K, "TileN": 128}
+                "TileM": self.tile_m, "TileK": TILE_K, "TileN": 128, "Causal": int(self.causal)}
 
 
 def bench_shapes(models=None, wide: bool = False) -> list[Shape]:
     """The benchmark's shapes; wide: the prompts alone, on the wide tiles."""
     out = []
     for m in models or MODELS:
-        out += [Shape(m, 1, s, 0, wide=wide) for s in PROMPT_S]
+        out += [Shape(m, 1, s, 0, causal=c, wide=wide) for c in (False, True) for s in PROMPT_S]
         if not wide:
             out += [Shape(m, b, 1, sp) for sp in GEN_SP for b in GEN_B]
     return out

@@ -25,6 +25,9 @@ struct AttnGeo {
   half* R;
   half* T;
   int B, S, Sp, NH, Dh, ld3, Npad, ldT;
+  // causal prompt (Sp = 0, key tiles as tall as query row tiles): query row r reads keys <= r, so
+  // P tiles above the diagonal are not computed and R.V stops at the row tile's last key
+  int causal;
 };
 
 // One of several stage types, chosen by `which` (uniform over the grid) at run time.
@@ -158,6 +161,8 @@ struct PStage {
     args->ldb = int(ld);
     return self;
   }
+  // causal: a key tile past the query row tile is masked whole (gemm.cuh posts it uncomputed)
+  __device__ __forceinline__ bool skip(cusync::Tile t) const { return g->causal && t.x > t.y; }
   __device__ __forceinline__ void wait(cusync::Tile) {
     if (!sw->waits(which)) return;
     // CuSync: the Q and K tiles of the head (2 lines)
@@ -253,7 +258,9 @@ __device__ __forceinline__ void attn_rv_device(const AttnGeo& g, StageT& stage) 
 #pragma unroll
     for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
 
-  const int KT = g.Npad / BK;
+  // causal: the keys up to the tile's last query row (R is zero past them, and V rows of later row
+  // tiles are not waited for: never read, even as zeros' partners)
+  const int KT = g.causal ? min(g.Npad / BK, (g.Sp + t.y * BM + rows_valid + BK - 1) / BK) : g.Npad / BK;
   load(0, 0);
   for (int kt = 0; kt < KT; ++kt) {
     if (kt + 1 < KT) {

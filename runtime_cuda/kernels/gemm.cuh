@@ -209,6 +209,13 @@ __device__ __forceinline__ uint32_t swiglu2(uint32_t g, uint32_t u) {
   }
 }
 
+// Adapter stages whose grid covers tiles that need no work (a causal mask's upper triangle): the
+// block posts such a tile without computing it.
+template <class S, class = void>
+struct has_skip : std::false_type {};
+template <class S>
+struct has_skip<S, std::void_t<decltype(std::declval<const S&>().skip(cusync::Tile{}))>> : std::true_type {};
+
 template <class S, class = void>
 struct has_poll : std::false_type {};
 template <class S>
@@ -258,6 +265,14 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     if (tid == 0) s_ready = 0;
     __syncthreads();
     t = stage.start(THREADS);  // the sync warp's lane 0 takes the ticket (without the custom order)
+    if constexpr (detail::has_skip<StageT>::value) {
+      if (stage.skip(t)) {
+        if (tid >= THREADS) return;
+        cusync::compute_sync<SYNC_WARP, THREADS>();
+        stage.post_synced(t);
+        return;
+      }
+    }
     if (tid >= THREADS) {
       // The sync warp: k-block kt of A lies in producer tile kt*BK / ProdBN (SwiGLU: and in the
       // one of kt*BK + F), two lanes per k-block with SwiGLU.
@@ -276,6 +291,12 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     }
   } else {
     t = stage.start();
+    if constexpr (detail::has_skip<StageT>::value) {
+      if (stage.skip(t)) {
+        stage.post(t);
+        return;
+      }
+    }
   }
   const int m0 = t.y * BM;
   const int n0 = t.x * BN;
