@@ -14,7 +14,7 @@ struct Choice {
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
     {1, "PDL", 0, 0, 0, 1.0147, ""},
-    {4, "PDL", 0, 0, 0, 1.0157, ""},
+    {4, "PDL", 0, 0, 0, 1.0159, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -35,7 +35,7 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0172, ""},
+    {1, "PDL", 0, 0, 0, 1.0166, ""},
     {4, "PDL", 0, 0, 0, 1.021, ""},
 };
 
@@ -57,9 +57,21 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
     if (m <= attention_gpt3_prompt[i].max_m) return attention_gpt3_prompt[i];
   return attention_gpt3_prompt[n - 1];
 }
+constexpr Choice attention_gpt3_prompt_causal[] = {
+    {512, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1024, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.1144, ""},
+    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
+};
+
+inline const Choice& select_attention_gpt3_prompt_causal(int m) {
+  constexpr int n = sizeof(attention_gpt3_prompt_causal) / sizeof(Choice);
+  for (int i = 0; i < n; ++i)
+    if (m <= attention_gpt3_prompt_causal[i].max_m) return attention_gpt3_prompt_causal[i];
+  return attention_gpt3_prompt_causal[n - 1];
+}
 constexpr Choice attention_llama_gen_Sp1024[] = {
     {1, "PDL", 0, 0, 0, 1.0178, ""},
-    {4, "PDL", 0, 0, 0, 1.0252, ""},
+    {4, "PDL", 0, 0, 0, 1.0261, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -69,8 +81,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0241, ""},
-    {4, "PDL", 0, 0, 0, 1.0197, ""},
+    {1, "PDL", 0, 0, 0, 1.0234, ""},
+    {4, "PDL", 0, 0, 0, 1.0219, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -81,7 +93,7 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
     {1, "PDL", 0, 0, 0, 1.0321, ""},
-    {4, "PDL", 0, 0, 0, 1.0257, ""},
+    {4, "PDL", 0, 0, 0, 1.0283, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {
@@ -101,6 +113,18 @@ inline const Choice& select_attention_llama_prompt(int m) {
   for (int i = 0; i < n; ++i)
     if (m <= attention_llama_prompt[i].max_m) return attention_llama_prompt[i];
   return attention_llama_prompt[n - 1];
+}
+constexpr Choice attention_llama_prompt_causal[] = {
+    {512, "PDL", 0, 0, 0, 1.0066, ""},
+    {1024, "RowSync+PDL", 0, 0, 0, 1.0269, ""},
+    {2048, "RowSync+PDL", 0, 0, 0, 1.0198, ""},
+};
+
+inline const Choice& select_attention_llama_prompt_causal(int m) {
+  constexpr int n = sizeof(attention_llama_prompt_causal) / sizeof(Choice);
+  for (int i = 0; i < n; ++i)
+    if (m <= attention_llama_prompt_causal[i].max_m) return attention_llama_prompt_causal[i];
+  return attention_llama_prompt_causal[n - 1];
 }
 
 }  // namespace cusync_dispatch
