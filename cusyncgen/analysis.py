@@ -457,9 +457,11 @@ class Analyzer:
             self.lookup(ts.dim, "dim")
             r = ts.range
             lo = 0 if r.lo is None else self.const(r.lo, "a Range bound")
-            if self.bound_is_variable(r.hi, env):
-                return self.variable_loop_sites(ts, env, loops, lo)
-            hi = self.const(r.hi, "a Range bound")
+            aff = self.index(r.hi, env) if self.bound_is_variable(r.hi, env) else None
+            if aff is not None and not aff.is_const:
+                return self.variable_loop_sites(ts, env, loops, lo, aff)
+            # (a bound whose dims cancel, e.g. a Param that switched a causal mask off, is constant)
+            hi = aff.const if aff is not None else self.const(r.hi, "a Range bound")
             if hi <= lo:
                 raise ValueRangeError(f"Range({'' if r.lo is None else f'{lo}, '}{hi}) is empty",
                                       r.span)
@@ -474,8 +476,8 @@ class Analyzer:
         """Does a Range's upper bound name a dim of the consumer tile (``Range(y + 1)``)?"""
         return any(isinstance(n, S.Name) and env.get(n.name, "").startswith("c.") for n in _names(e))
 
-    def variable_loop_sites(self, ts: S.ForAllExpr, env: dict, loops: tuple, lo: int) -> list:
-        """An outermost ForAll whose upper bound is affine in the consumer tile's dims: each
+    def variable_loop_sites(self, ts: S.ForAllExpr, env: dict, loops: tuple, lo: int, aff: Aff) -> list:
+        """An outermost ForAll whose upper bound `aff` is affine in the consumer tile's dims: each
         consumer tile c waits on the tiles of [lo, bound(c)) (a causal mask's triangle)."""
         r = ts.range
         if loops:
@@ -483,13 +485,6 @@ class Analyzer:
                             "the consumer tile", r.hi.span)
         if self._cbox is None:
             raise KindError("a Range bound may depend on the consumer tile only inside a Dep", r.hi.span)
-        aff = self.index(r.hi, env)
-        if aff.is_const:  # the dims cancel (a Param switched the dependence off): a constant bound
-            hi = aff.const
-            if hi <= lo:
-                raise ValueRangeError(f"Range({lo}, {hi}) is empty", r.span)
-            loop = ir.LoopIR(f"i{len(loops)}", lo, hi, ts.dim.name)
-            return self.sites(ts.tiles, {**env, ts.dim.name: loop.var}, loops + (loop,))
         if not _variables(aff) <= set(self._cbox):
             raise KindError("a Range bound may depend on the consumer tile's dims only", r.hi.span)
         if not aff.is_affine():

@@ -201,11 +201,16 @@ def _count_text(ts: ir.TileSetIR) -> str:
 
 
 def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
-    branches, off, off_c = [], "", 0  # off: the variable part of the offset (C++), off_c: the constant
+    terms, const = [], 0  # the tile sets' counts so far: C++ terms of the variable ones, the constant rest
+
+    def offset() -> str:
+        return " + ".join(terms + ([str(const)] if const or not terms else []))
+
+    branches = []
     for ts in prod.tilesets:
         lines = []
-        start = (off + (f" + {off_c}" if off_c else "")) if off else str(off_c)
-        j = "i" if start == "0" else f"(i - ({start}))" if off else f"(i - {start})"
+        start = offset()
+        j = "i" if start == "0" else f"(i - ({start}))" if terms else f"(i - {start})"
         inner = 1
         for n, lp in enumerate(reversed(ts.loops)):
             outermost = n == len(ts.loops) - 1
@@ -216,17 +221,14 @@ def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
             inner *= lp.count
         lines.reverse()
         if ts.variable:
-            off = (f"{off} + " if off else "") + _count_text(ts)
+            terms.append(_count_text(ts))
         else:
-            off_c += ts.count
-        end = (off + (f" + {off_c}" if off_c else "")) if off else str(off_c)
-        branches.append({"end": end, "lines": lines, "comment": ts.text,
+            const += ts.count
+        branches.append({"end": offset(), "lines": lines, "comment": ts.text,
                          "tile": ", ".join(cxx(e) for e in ts.index)})
-    variable = any(ts.variable for ts in prod.tilesets)
-    count = branches[-1]["end"] if branches else "0"
-    text = f"up to {prod.count} tiles" if variable else ("1 tile" if prod.count == 1 else f"{prod.count} tiles")
+    text = f"up to {prod.count} tiles" if terms else ("1 tile" if prod.count == 1 else f"{prod.count} tiles")
     return {"struct": f"{dep.name}_{prod.grid}_waits", "producer": prod.grid,
-            "count": count, "branches": branches, "count_text": text}
+            "count": offset(), "branches": branches, "count_text": text}
 
 
 def header(program: ir.ProgramIR, namespace: str | None = None) -> str:

@@ -317,7 +317,7 @@ def main(argv=None) -> int:
     suffix = "" if args.workload in ("mlp", "overhead") else (
         ("" if args.sync_warp == "auto" else f"-syncwarp-{args.sync_warp}")
         + ("" if args.spread == "auto" else f"-spread-{args.spread}")
-        + (f"-tiles-{re.sub(r'[^a-z0-9]+', '-', args.tiles.lower())}" if args.tiles else ""))
+        + (f"-tiles-{slug(args.tiles)}" if args.tiles else ""))
     for p in write(res, args.out_dir, f"{args.workload}-{dev}{suffix}"):
         print(p)
     print(markdown(res))

@@ -113,24 +113,26 @@ class Shape:
     def tiles_label(self) -> str:
         return "wide" if self.wide else "default"
 
+    @property
+    def gemm_tile(self) -> tuple[int, int, int, int, int, int]:
+        """(BM, BN, BK, stages, warps_m, warps_n) of the chain's GeMMs (gemm.cuh's GemmConfig)."""
+        if self.wide:
+            return 128, 128, 64, 3, 2, 4
+        return (128, 128, 32, 4, 2, 2) if self.prompt else (64, 128, 64, 4, 2, 2)
+
     def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False) -> str:
         tail = f"cusync_kernels::EpiIdentity, 0, {str(reorder).lower()}, {DH}, {str(sync_warp).lower()}>"
-        if self.wide:
-            return f"cusync_kernels::GemmConfig<128, 128, 64, 3, 2, 4, {tail}"
-        if self.prompt:
-            return f"cusync_kernels::GemmConfig<128, 128, 32, 4, 2, 2, {tail}"
-        return f"cusync_kernels::GemmConfig<64, 128, 64, 4, 2, 2, {tail}"
+        return f"cusync_kernels::GemmConfig<{', '.join(map(str, self.gemm_tile))}, {tail}"
 
     @property
     def gemm_threads(self) -> int:
-        return 256 if self.wide else 128
+        _, _, _, _, wm, wn = self.gemm_tile
+        return wm * wn * 32
 
     @property
     def gemm_smem(self) -> int:
-        if self.wide:
-            return 3 * (128 * 64 + 128 * 64) * 2
-        bm, bk = (128, 32) if self.prompt else (64, 64)
-        return 4 * (bm * bk + 128 * bk) * 2
+        bm, bn, bk, stages, _, _ = self.gemm_tile
+        return stages * (bm * bk + bn * bk) * 2
 
     def grids(self) -> dict[str, tuple[int, int, int]]:
         tm = self.tile_m

@@ -148,16 +148,20 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
 NO_TILE_SYNC = ("StreamSync", "PDL")
 
 
+def _no_gain(prediction: dict) -> bool:
+    """A recommendation that predicts no gain: StreamSync itself, or a speed-up <= 1.005."""
+    return prediction["policy"] == "StreamSync" or (prediction.get("speedup") or 0) <= 1.005
+
+
 def matches(prediction: dict | None, measured_family: str) -> bool:
     """Does the wave model's recommendation agree with the measured best? A recommendation that
     predicts no gain (speed-up <= 1.005, or StreamSync itself) agrees with a measured best that
     uses no tile semaphores (StreamSync, or PDL alone); otherwise the policy names must agree."""
     if not prediction:
         return False
-    no_gain = prediction["policy"] == "StreamSync" or (prediction.get("speedup") or 0) <= 1.005
     if measured_family in NO_TILE_SYNC:
-        return no_gain
-    return not no_gain and prediction["policy"] == measured_family
+        return _no_gain(prediction)
+    return not _no_gain(prediction) and prediction["policy"] == measured_family
 
 
 def matches_policy(prediction: dict | None, measured_family: str) -> bool:
@@ -167,9 +171,8 @@ def matches_policy(prediction: dict | None, measured_family: str) -> bool:
     1.00x" prediction where RowSync+PDL+R is measured 1.04x faster is a policy match, not a match."""
     if not prediction:
         return False
-    no_gain = prediction["policy"] == "StreamSync" or (prediction.get("speedup") or 0) <= 1.005
     if measured_family in NO_TILE_SYNC:
-        return no_gain
+        return _no_gain(prediction)
     return prediction["policy"] == measured_family
 
 
@@ -183,7 +186,7 @@ def matches_within_noise(prediction: dict | None, rows: list[dict]) -> bool:
     ok = [r for r in rows if r["correct"] and r["config"] not in VENDOR]
     best = min(r["time_us"] for r in ok)
     noise = max(next((r.get("baseline_spread") or 0.0 for r in ok if r["config"] == "StreamSync"), 0.0), 0.01)
-    no_gain = prediction["policy"] == "StreamSync" or (prediction.get("speedup") or 0) <= 1.005
+    no_gain = _no_gain(prediction)
     fam = [r["time_us"] for r in ok if (r["config"] in NO_TILE_SYNC if no_gain else family(r["config"]) == prediction["policy"])]
     return bool(fam) and min(fam) <= best * (1 + noise)
 
