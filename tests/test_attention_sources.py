@@ -107,3 +107,22 @@ def test_wide_tiles_are_a_prompt_option_with_their_own_module():
     assert len(ma.prebuild_sources(tune=True)) == len(ma.prebuild_sources()) + len(ma.bench_shapes(wide=True))
     with pytest.raises(ValueError, match="prompt"):
         ma.Shape("gpt3", 4, 1, 512, wide=True)
+
+
+def test_token_generation_splits_the_long_k_loops_and_prompts_do_not():
+    """Split-K (kernels/splitk.cuh) only where one block per tile leaves SMs idle: the QKV GeMM
+    (K = H), R V (K = S' keys) and the output GeMM (K = D) of token generation, filling 2 (GeMMs)
+    or 4 (R V) blocks per SM of a 132-SM GPU, with at least 8 k-tiles (QKV) / 4 k-tiles (output)
+    / 256 keys (R V) per block; launch grids grow in z."""
+    assert ma.Shape("gpt3", 1, 1024, 0).splits(132) == {"g1": 1, "gT": 1, "g2": 1}
+    gen = ma.Shape("gpt3", 1, 1, 1024)
+    sp = gen.splits(132)
+    # 36 QKV tiles x 7 = 252 <= 264; 1152 keys / 256 -> 5; 96 output tiles x 2 = 192 <= 264
+    assert sp == {"g1": 7, "gT": 5, "g2": 2}
+    # 24 QKV tiles x 11 = 264; 2176 keys -> 9; 64 output tiles x 4 (16 k-tiles / 4)
+    assert ma.Shape("llama", 4, 1, 2048).splits(132) == {"g1": 11, "gT": 9, "g2": 4}
+    # a small GPU: no more blocks than it holds (8 SMs: 16 GeMM slots < 36 or 96 tiles; 32 R V slots)
+    assert ma.Shape("gpt3", 1, 1, 512).splits(8) == {"g1": 1, "gT": 2, "g2": 1}
+    g = gen.grids(sp)
+    assert g["g1"] == (36, 1, 7) and g["gT"] == (1, 1, 12 * 5) and g["g2"] == (96, 1, 2)
+    assert gen.grids()["gT"] == (1, 1, 12)

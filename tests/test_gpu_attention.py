@@ -31,7 +31,9 @@ def _att(shape, sync_warp=False):
 @pytest.mark.parametrize("shape", TEST_SHAPES, ids=lambda s: f"{s[0]}-B{s[1]}-S{s[2]}-Sp{s[3]}" + ("-causal" if len(s) > 4 and s[4] else ""))
 def test_every_kernel_under_every_policy_matches_float32(shape, sync_warp):
     att = _att(shape, sync_warp)
-    assert att.sync_warp_used == {"pgemm": sync_warp, "out": sync_warp}
+    # token generation splits the output GeMM over K (kernels/splitk.cuh), which has no sync warp
+    assert att.sync_warp_used == {"pgemm": sync_warp, "out": sync_warp and att.splits["g2"] == 1}
+    assert (min(att.splits.values()) > 1) == (not att.shape.prompt), att.splits
     # early-launched kernels of at most two waves run padded to ceil(blocks / SMs) blocks per SM (spread)
     from cusyncgen.cuda import driver
     grid_of = {"attn_pgemm": "gP", "attn_softmax": "gR", "attn_rv": "gT", "attn_out": "g2"}
@@ -91,7 +93,9 @@ def _launch_alone(att, role, kernel, producer, gemm_args, match):
     cons.depends_on(prod, 0, producer)
     b = att.buffers(seed=1)
     stream = cupy.cuda.Stream(non_blocking=True)
-    kernel.launch(att.grids[grid], [gemm_args(b), cons.args(True), att.index["TileSync"][role], att.geometry(b)], stream)
+    # one block per tile (the fresh stage does not split)
+    kernel.launch(att.shape.grids()[grid], [gemm_args(b), cons.args(True), att.index["TileSync"][role], att.geometry(b)],
+                  stream)
     stream.synchronize()
     with pytest.raises(CusyncTimeoutError, match=match):
         cons.raise_if_timed_out()
@@ -115,4 +119,6 @@ def test_a_sync_warp_consumer_without_its_producer_raises_instead_of_hanging():
     sh = att.shape
     a_out = lambda b: driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
                                       lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
-    _launch_alone(att, "out", att.k_sync["out"], "gT", a_out, "g2.*gT")
+    # (the chain splits this GeMM over K in token generation and then runs it without a sync warp)
+    kernel = att.module.kernel("attn_out_S", sh.gemm_threads + 32, sh.gemm_smem)
+    _launch_alone(att, "out", kernel, "gT", a_out, "g2.*gT")

@@ -42,7 +42,8 @@ def _sync() -> None:
 
 class AttnGeo(ctypes.Structure):
     _fields_ = [("cache", ctypes.c_void_p), ("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("T", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("B", "S", "Sp", "NH", "Dh", "ld3", "Npad", "ldT", "causal")]
+        (n, ctypes.c_int) for n in ("B", "S", "Sp", "NH", "Dh", "ld3", "Npad", "ldT", "causal")] + [
+        ("rv_ws", ctypes.c_void_p), ("rv_counters", ctypes.c_void_p)]
 
 
 class SoftmaxArgs(ctypes.Structure):
@@ -136,13 +137,17 @@ class Attention:
     sync_each = False  # diagnosis: StreamSync synchronizes after every kernel and names the one that faults
 
     def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT,
-                 sync_warp: bool | None = None, timeline: bool = False, spread: bool = True):
+                 sync_warp: bool | None = None, timeline: bool = False, spread: bool = True,
+                 splits: dict[str, int] | None = None):
         """sync_warp: the waiting GeMMs (P and output) wait in a sync warp of their own (gemm.cuh)
         -- None: each where it costs no occupancy or its grid still fits one wave with it
         (driver.sync_warp_pays); True: both; False: neither (thread 0 waits).
         spread: a kernel of at most two waves' blocks that is launched before its producer ends
         (every ordering but StreamSync) is launched with its shared memory padded to at most
-        ceil(blocks / SMs) blocks per SM (driver.spread_smem), as stream order would place it."""
+        ceil(blocks / SMs) blocks per SM (driver.spread_smem), as stream order would place it.
+        splits: blocks per tile of the QKV GeMM, R V and the output GeMM ({"g1": n, "gT": n,
+        "g2": n}; default Shape.splits for this GPU's SM count: split-K in token generation; a
+        split output GeMM waits in thread 0, without a sync warp)."""
         self.shape = sh = shape
         self.dropout = dropout
         self.compiled, self.ns = compile_dep(sh)
@@ -155,8 +160,18 @@ class Attention:
         self.chain = MultiChain(5, k("cusync_wait_kernel", 1))
         self.index = role_index(sh, self.compiled, self.ns)
         self.policy_names = list(configs(self.compiled))
-        self.grids = sh.grids()
-        self.tiles = [math.prod(self.grids[g]) for g in ORDER]
+        # token generation: the QKV GeMM and R V split over K (kernels/splitk.cuh); their fp32
+        # partials and arrival counters (zeroed once: the last block of a tile resets its counter)
+        self.splits = {**sh.splits(driver.sm_count()), **(splits or {})}
+        self.grids = sh.grids(self.splits)
+        self.tiles = [math.prod(self.grids[g]) for g in ORDER]  # blocks per launch (the tickets)
+        self.workspace = {}
+        for g, rows, cols in (("g1", sh.tile_m, 128), ("gT", sh.tile_m, DH), ("g2", sh.tile_m, 128)):
+            tiles = math.prod(sh.grids()[g])
+            n = tiles * self.splits[g] * rows * cols if self.splits[g] > 1 else 1
+            self.workspace[g] = (torch.empty(n, device=DEVICE, dtype=torch.float32),
+                                 torch.zeros(tiles, device=DEVICE, dtype=torch.int32))
+        _sync()  # made on torch's stream; the chain runs on others
         # The synchronized P and output GeMMs: with or without a sync warp (StreamSync and PDL
         # alone always run the plain kernels).
         self.sync_warp_used = {}
@@ -165,6 +180,7 @@ class Attention:
             ks = k(f"attn_{role}_S", sh.gemm_threads + 32, sh.gemm_smem)
             use = sync_warp if sync_warp is not None else driver.sync_warp_pays(
                 math.prod(self.grids[grid]), ks, self.k[role])
+            use = use and self.splits.get(grid, 1) == 1  # gemm.cuh's split-K has no sync warp
             self.sync_warp_used[role] = bool(use)
             self.k_sync[role] = ks if use else self.k[role]
             if role == "out":
@@ -190,7 +206,8 @@ class Attention:
 
     def _make_stages(self, config):
         sems = num_sems(self.compiled, config)
-        st = [Stage(g, i, sems[g], timeline_blocks=self.tiles[i] if self.timeline else 0) for i, g in enumerate(ORDER)]
+        st = [Stage(g, i, sems[g], timeline_blocks=self.tiles[i] if self.timeline else 0, splits=self.splits.get(g, 1))
+              for i, g in enumerate(ORDER)]
         st[1].depends_on(st[0], 0, "g1 (QKV GeMM)")
         st[2].depends_on(st[1], 0, "gP (P GeMM)")
         st[3].depends_on(st[2], 0, "gR (softmax)")
@@ -238,8 +255,9 @@ class Attention:
     def geometry(self, b: dict) -> AttnGeo:
         """The kernels' view of the buffers (attention.cuh's AttnGeo)."""
         sh = self.shape
+        ws, cnt = self.workspace["gT"]
         return AttnGeo(_ptr(b["cache"]), _ptr(b["P"]), _ptr(b["R"]), _ptr(b["T"]),
-                       sh.B, sh.S, sh.Sp, sh.NH, DH, 3 * sh.D, sh.Npad, sh.D, int(sh.causal))
+                       sh.B, sh.S, sh.Sp, sh.NH, DH, 3 * sh.D, sh.Npad, sh.D, int(sh.causal), _ptr(ws), _ptr(cnt))
 
     def run(self, stream, cfg: Config, b: dict) -> None:
         sh = self.shape
@@ -247,12 +265,15 @@ class Attention:
         stages = self._stages[cfg.policy]
         ld3 = 3 * sh.D
         geo = self.geometry(b)
+        ws, cnt = self.workspace["g1"]
         a_qkv = driver.GemmArgs(A=_ptr(b["x"]), B=_ptr(b["wqkv"]), C=_ptr(b["cache"], sh.Sp * sh.B * ld3),
-                                M=sh.M, N=ld3, K=sh.H, lda=sh.H, ldb=sh.H, ldc=ld3, swiglu_offset=0)
+                                M=sh.M, N=ld3, K=sh.H, lda=sh.H, ldb=sh.H, ldc=ld3, swiglu_offset=0,
+                                ws=_ptr(ws), counters=_ptr(cnt))
         a_p = driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=DH, lda=sh.B * ld3, ldb=sh.B * ld3,
                               ldc=sh.Npad, swiglu_offset=0)
+        ws2, cnt2 = self.workspace["g2"]
         a_out = driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
-                                lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
+                                lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0, ws=_ptr(ws2), counters=_ptr(cnt2))
         sm = SoftmaxArgs(_ptr(b["P"]), _ptr(b["R"]), sh.S, sh.Npad, sh.L, 1.0 / math.sqrt(DH),
                          int(self.dropout * 2 ** 32), 1.0 / (1.0 - self.dropout), b["seed"], int(sh.causal))
         G = self.grids

@@ -56,6 +56,7 @@ class StageArgs(ctypes.Structure):
         ("timeout_ns", ctypes.c_longlong),
         ("stage_id", ctypes.c_int),
         ("flags", ctypes.c_int),
+        ("splits", ctypes.c_int),   # blocks per tile (split-K; 0 or 1: one)
     ]
 
 
@@ -183,7 +184,8 @@ class GemmArgs(ctypes.Structure):
     """cusync_kernels::GemmArgs (runtime_cuda/kernels/gemm.cuh)."""
 
     _fields_ = [("A", ctypes.c_void_p), ("B", ctypes.c_void_p), ("C", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")]
+        (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")] + [
+        ("ws", ctypes.c_void_p), ("counters", ctypes.c_void_p)]  # split-K (kernels/splitk.cuh)
 
 
 def sync_warp_pays(blocks: int, with_sync_warp: Kernel, without: Kernel) -> bool:

@@ -18,6 +18,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DH = 128          # head dimension (GPT-3 and LLaMA-65B)
 SOFTMAX_THREADS = 1024  # softmax.cuh: one warp per row at a time, 32 rows in flight per block
 TILE_K = 128      # key tile of the P GeMM (its BN): P and R rows are padded to a multiple of it
+RV_SPLIT_KEYS = 256  # token generation: keys per block of T = R V (Shape.splits)
 MODELS = {"gpt3": 12288, "llama": 8192}
 
 # Policy combinations: per dependency of the chain, the generated policy it uses.
@@ -120,8 +121,10 @@ class Shape:
             return 128, 128, 64, 3, 2, 4
         return (128, 128, 32, 4, 2, 2) if self.prompt else (64, 128, 64, 4, 2, 2)
 
-    def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False) -> str:
-        tail = f"cusync_kernels::EpiIdentity, 0, {str(reorder).lower()}, {DH}, {str(sync_warp).lower()}>"
+    def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False, split: bool = False) -> str:
+        """split: the GeMM honours its stage's splits() (gemm.cuh SplitK; token generation only)."""
+        low = lambda b: str(b).lower()
+        tail = f"cusync_kernels::EpiIdentity, 0, {low(reorder)}, {DH}, {low(sync_warp)}, {low(split and not self.prompt)}>"
         return f"cusync_kernels::GemmConfig<{', '.join(map(str, self.gemm_tile))}, {tail}"
 
     @property
@@ -134,14 +137,33 @@ class Shape:
         bm, bn, bk, stages, _, _ = self.gemm_tile
         return stages * (bm * bk + bn * bk) * 2
 
-    def grids(self) -> dict[str, tuple[int, int, int]]:
+    def splits(self, sms: int) -> dict[str, int]:
+        """Blocks per tile (split-K, kernels/splitk.cuh) of the QKV GeMM (g1), T = R V (gT) and
+        the output GeMM (g2). 1 in prompt processing. In token generation their grids have one
+        block per head (x3 for QKV), per head and request (R V) or per 128 output columns, and
+        long K loops (H = 12288 for QKV, S' keys for R V, D for the output GeMM): each tile's K
+        range is shared by enough blocks to fill `sms` SMs twice (the GeMMs, 98 KB of shared
+        memory: 2 per SM) or four times (R V), keeping at least 8 k-tiles (QKV, BK = 64), 4
+        k-tiles (two heads, output GeMM) or 256 keys (R V) per block."""
+        if self.prompt:
+            return {"g1": 1, "gT": 1, "g2": 1}
+        _, _, bk, _, _, _ = self.gemm_tile
+        qkv_tiles, rv_tiles, out_tiles = 3 * self.NH, self.B * self.NH, self.H // 128
+        qkv = max(1, min(2 * sms // qkv_tiles, self.H // bk // 8))
+        rv = max(1, min(-(-self.Npad // RV_SPLIT_KEYS), 4 * sms // rv_tiles))
+        out = max(1, min(2 * sms // out_tiles, self.D // bk // 4))
+        return {"g1": qkv, "gT": rv, "g2": out}
+
+    def grids(self, splits: dict[str, int] | None = None) -> dict[str, tuple[int, int, int]]:
+        """Launch grids; a split kernel's z extent is its tiles' z times its splits (stage.h)."""
+        sp = splits or {}
         tm = self.tile_m
         rows_p = -(-self.S // tm)
-        return {"g1": (3 * self.NH, -(-self.M // tm), 1),
+        return {"g1": (3 * self.NH, -(-self.M // tm), sp.get("g1", 1)),
                 "gP": (self.Npad // TILE_K, rows_p, self.B * self.NH),
                 "gR": (1, rows_p, self.B * self.NH),
-                "gT": (1, rows_p, self.B * self.NH),
-                "g2": (self.H // 128, -(-self.M // tm), 1)}
+                "gT": (1, rows_p, self.B * self.NH * sp.get("gT", 1)),
+                "g2": (self.H // 128, -(-self.M // tm), sp.get("g2", 1))}
 
     def dep_params(self) -> dict[str, int]:
         return {"H": self.H, "Dh": DH, "B": self.B, "S": self.S, "Sp": self.Sp,
@@ -234,14 +256,16 @@ def module_source(shape: Shape, debug: bool = False, timeline: bool = False) -> 
     for r, ts in types.items():
         lines.append(f"using Sw_{r} = cusync_kernels::StageSwitch<{', '.join(ts)}>;")
     lines.append(f"using CfgG = {shape.gemm_cfg(False)};")
-    lines.append(f"using CfgGR = {shape.gemm_cfg(True)};")
+    # the QKV and output GeMMs split over K in token generation (Shape.splits; the P GeMM never)
+    lines.append(f"using CfgGK = {shape.gemm_cfg(False, split=True)};")
+    lines.append(f"using CfgGRK = {shape.gemm_cfg(True, split=True)};")
     lines.append("using QkvAd = cusync_kernels::QkvStage<Sw_qkv>;")
     lines.append(f"using PAd = cusync_kernels::PStage<Sw_pgemm, {ns}::depQK_g1_waits>;")
     lines.append(f"using OutAd = cusync_kernels::OutStage<Sw_out, {ns}::depT2_gT_waits>;")
-    lines.append("CUSYNC_ATTN_GEMM(attn_qkv, CfgG, Sw_qkv, QkvAd)")
+    lines.append("CUSYNC_ATTN_GEMM(attn_qkv, CfgGK, Sw_qkv, QkvAd)")
     lines.append("CUSYNC_ATTN_GEMM(attn_pgemm, CfgG, Sw_pgemm, PAd)")
-    lines.append("CUSYNC_ATTN_GEMM(attn_out, CfgG, Sw_out, OutAd)")
-    lines.append("CUSYNC_ATTN_GEMM(attn_out_R, CfgGR, Sw_out, OutAd)")
+    lines.append("CUSYNC_ATTN_GEMM(attn_out, CfgGK, Sw_out, OutAd)")
+    lines.append("CUSYNC_ATTN_GEMM(attn_out_R, CfgGRK, Sw_out, OutAd)")
     # the waiting GeMMs again with a sync warp (gemm.cuh SyncWarp; the adapters' serve_k)
     lines.append(f"using CfgGS = {shape.gemm_cfg(False, True)};")
     lines.append(f"using CfgGRS = {shape.gemm_cfg(True, True)};")

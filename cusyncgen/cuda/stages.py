@@ -23,9 +23,10 @@ class Stage:
     """
 
     def __init__(self, name: str, stage_id: int, num_out_sems: int, timeout_ms: float = 2000.0,
-                 timeline_blocks: int = 0):
+                 timeline_blocks: int = 0, splits: int = 1):
         self.name = name
         self.stage_id = stage_id
+        self.splits = splits  # blocks per tile (split-K, kernels/splitk.cuh); its grid's z is tiles' z * splits
         self.ticket = cupy.zeros(1, dtype=cupy.uint64)
         self.sems = cupy.zeros(max(num_out_sems, 1), dtype=cupy.uint32)
         self.num_out_sems = num_out_sems
@@ -52,6 +53,7 @@ class Stage:
             timeout_ns=self.timeout_ns if self.timeline is None else self.timeline.size // 4,
             stage_id=self.stage_id,
             flags=flags,
+            splits=self.splits,
         )
 
     def raise_if_timed_out(self) -> None:

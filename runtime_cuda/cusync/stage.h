@@ -36,6 +36,10 @@ struct StageArgs {
   long long timeout_ns;         // CUSYNC_DEBUG: how long a wait may spin
   int stage_id;
   int flags;                    // StageFlags
+  // Blocks per tile (split-K: each block computes one K range of its tile, the last to finish
+  // reduces and posts; kernels/splitk.cuh). 0 or 1: one block per tile. A split grid has
+  // `splits` times the tiles' z extent: block z = tile z * splits + split.
+  int splits;
 };
 
 #if defined(CUSYNC_DEBUG)
@@ -90,6 +94,7 @@ struct CuStage {
   // Per-block state, identical in every thread of the block.
   uint32_t epoch;     // launches of this stage so far, this one included (mod 2^32)
   Tile self;          // the tile this block computes
+  int split_;         // which of the tile's args.splits K ranges (0 without split-K)
   int last_sem0, last_sem1;
 #if defined(CUSYNC_TIMELINE)
   // CUSYNC_TIMELINE builds (diagnostics, cusyncgen.cuda.timeline): thread 0 of every block writes
@@ -102,7 +107,11 @@ struct CuStage {
 #endif
 
   __host__ __device__ CuStage() {}
-  __host__ __device__ explicit CuStage(StageArgs a) : args(a), epoch(0), self{0, 0, 0}, last_sem0(-1), last_sem1(-1) {}
+  __host__ __device__ explicit CuStage(StageArgs a) : args(a), epoch(0), self{0, 0, 0}, split_(0), last_sem0(-1), last_sem1(-1) {}
+
+  // Split-K: the tile's blocks and this block's share (kernels/splitk.cuh).
+  __device__ __forceinline__ int splits() const { return args.splits > 1 ? args.splits : 1; }
+  __device__ __forceinline__ int split() const { return split_; }
 
   // Takes this block's ticket and returns its tile. One 64-bit atomic per block; the epoch is
   // derived from the ticket, so neither semaphores nor counters are reset between launches or
@@ -126,8 +135,10 @@ struct CuStage {
 #endif
     if (args.flags & kPdlWait) pdl_wait_producer_grid();
     if (args.flags & kPdlTrigger) pdl_launch_dependents();
+    const unsigned long long blocks = static_cast<unsigned long long>(num_tiles) * static_cast<unsigned long long>(splits());
     if (!timeline && !(args.flags & kCustomOrder)) {
-      self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+      self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z) / splits()};
+      split_ = static_cast<int>(blockIdx.z) % splits();
       last_sem0 = -1;
       last_sem1 = -1;
       if constexpr (synchronizes) {
@@ -135,7 +146,7 @@ struct CuStage {
         const int tid = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
         if (tid == waiter) {
           if constexpr (waits) {
-            epoch = static_cast<uint32_t>(atomicAdd(args.ticket, 1ull) / static_cast<unsigned long long>(num_tiles) + 1ull);
+            epoch = static_cast<uint32_t>(atomicAdd(args.ticket, 1ull) / blocks + 1ull);
           } else {
             atomicAdd(args.ticket, 1ull);  // result unused: a reduction, nothing to wait for
           }
@@ -149,13 +160,17 @@ struct CuStage {
 #if defined(CUSYNC_TIMELINE)
     tl_ticket = t;
 #endif
-    epoch = static_cast<uint32_t>(t / static_cast<unsigned long long>(num_tiles) + 1ull);
+    epoch = static_cast<uint32_t>(t / blocks + 1ull);
     last_sem0 = -1;
     last_sem1 = -1;
     if (args.flags & kCustomOrder) {
-      self = Order::tile(static_cast<int>(t % static_cast<unsigned long long>(num_tiles)));
+      // split-K: the tickets of a launch take every tile in the generated order, splits() times
+      const int i = static_cast<int>(t % blocks);
+      self = Order::tile(i % num_tiles);
+      split_ = i / num_tiles;
     } else {
-      self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+      self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z) / splits()};
+      split_ = static_cast<int>(blockIdx.z) % splits();
     }
     return self;
   }

@@ -28,6 +28,10 @@ struct AttnGeo {
   // causal prompt (Sp = 0, key tiles as tall as query row tiles): query row r reads keys <= r, so
   // P tiles above the diagonal are not computed and R.V stops at the row tile's last key
   int causal;
+  // T = R V split over keys (token generation; the stage's splits() > 1): splitk.cuh's fp32
+  // partials and per-tile counters
+  float* rv_ws;
+  unsigned* rv_counters;
 };
 
 // One of several stage types, chosen by `which` (uniform over the grid) at run time.
@@ -40,6 +44,8 @@ struct StageSwitch<S0> {
   // Does the selected stage wait at all? (The plain stage of StreamSync does not: its adapters
   // then skip the scan of the generated wait lists.)
   __device__ __forceinline__ bool waits(int) const { return S0::waits; }
+  __device__ __forceinline__ int splits(int) const { return s.splits(); }
+  __device__ __forceinline__ int split(int) const { return s.split(); }
   __device__ __forceinline__ cusync::Tile start(int, int waiter = 0) { return s.start(waiter); }
   template <int I>
   __device__ __forceinline__ void wait(int, cusync::Tile t) { s.template wait<I>(t); }
@@ -61,6 +67,8 @@ struct StageSwitch<S0, S1, Rest...> {
     if (w == 0) s = S0(a); else rest.init(a, w - 1);
   }
   __device__ __forceinline__ bool waits(int w) const { return w == 0 ? S0::waits : rest.waits(w - 1); }
+  __device__ __forceinline__ int splits(int w) const { return w == 0 ? s.splits() : rest.splits(w - 1); }
+  __device__ __forceinline__ int split(int w) const { return w == 0 ? s.split() : rest.split(w - 1); }
   __device__ __forceinline__ cusync::Tile start(int w, int waiter = 0) {
     return w == 0 ? s.start(waiter) : rest.start(w - 1, waiter);
   }
@@ -94,9 +102,13 @@ struct SwitchRef {
   template <int I = 0>
   __device__ __forceinline__ void wait(cusync::Tile t) { sw->template wait<I>(which, t); }
   __device__ __forceinline__ void post(cusync::Tile t) { sw->post(which, t); }
+  __device__ __forceinline__ int splits() const { return sw->splits(which); }
+  __device__ __forceinline__ int split() const { return sw->split(which); }
 };
 
-// QKV GeMM: X [B*S, H] . Wqkv[3D, H]^T -> cache rows Sp*B..; nothing to wait for.
+// QKV GeMM: X [B*S, H] . Wqkv[3D, H]^T -> cache rows Sp*B..; nothing to wait for. In token
+// generation (M = B rows) its tiles are split over K (splits(): gemm.cuh's split-K path), as the
+// output GeMM's (OutStage) and T = R V's (attn_rv_device).
 template <class Sw>
 struct QkvStage {
   Sw* sw;
@@ -106,6 +118,8 @@ struct QkvStage {
   __device__ __forceinline__ cusync::Tile start() { return sw->start(which); }
   __device__ __forceinline__ void wait(cusync::Tile) {}
   __device__ __forceinline__ void post(cusync::Tile t) { sw->post(which, t); }
+  __device__ __forceinline__ int splits() const { return sw->splits(which); }
+  __device__ __forceinline__ int split() const { return sw->split(which); }
 };
 
 // The sync warp of an adapter stage (gemm.cuh with SyncWarp): every k-block of the P GeMM needs the
@@ -188,6 +202,10 @@ struct OutStage {
   const AttnGeo* g;
   cusync::Tile self;
   __device__ __forceinline__ cusync::Tile start(int waiter = 0) { return self = sw->start(which, waiter); }
+  // token generation: the K range (heads) split over blocks (gemm.cuh's split-K path; each block
+  // waits only for the heads of its range)
+  __device__ __forceinline__ int splits() const { return sw->splits(which); }
+  __device__ __forceinline__ int split() const { return sw->split(which); }
   __device__ __forceinline__ void wait(cusync::Tile k) {
     // (StreamSync's plain stage: no scan of the list, which costs ~60 us per launch at B=4 on an H200)
     if (!sw->waits(which)) return;
@@ -223,17 +241,24 @@ __device__ __forceinline__ void attn_rv_device(const AttnGeo& g, StageT& stage) 
   __shared__ __align__(128) float scratch[8][16 * 16];
 
   const cusync::Tile t = stage.start();
+  const int splits = stage.splits(), split = stage.split();
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int b = t.z / g.NH, h = t.z % g.NH;
+  const int rows_valid = min(BM, g.S - t.y * BM);
+  const long long ldv = (long long)g.B * g.ld3;
+  const half* gB = g.cache + (long long)b * g.ld3 + (2 * g.NH + h) * g.Dh;
+  // causal: the keys up to the tile's last query row (R is zero past them, and V rows of later row
+  // tiles are not waited for: never read, even as zeros' partners)
+  const int KT_all = g.causal ? min(g.Npad / BK, (g.Sp + t.y * BM + rows_valid + BK - 1) / BK) : g.Npad / BK;
+  // split over keys (token generation: one query row per head, thousands of keys): this block's
+  // key range; the partial sums meet in splitk.cuh
+  const SplitRange kr = split_range(KT_all, split, splits);
   // CuSync: the V tiles of the head, then the softmax rows (4 lines)
   for (int i = 0; i < WaitsV::count(t); ++i) stage.template wait<1>(WaitsV::tile(t, i));
   for (int i = 0; i < WaitsR::count(t); ++i) stage.template wait<0>(WaitsR::tile(t, i));
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wm = warp / WN, wn = warp % WN;
-  const int b = t.z / g.NH, h = t.z % g.NH;
-  const int rows_valid = min(BM, g.S - t.y * BM);
   const half* gA = g.R + ((long long)t.z * g.S + (long long)t.y * BM) * g.Npad;
-  const long long ldv = (long long)g.B * g.ld3;
-  const half* gB = g.cache + (long long)b * g.ld3 + (2 * g.NH + h) * g.Dh;
 
   auto load = [&](int kt, int s) {
 #pragma unroll
@@ -258,11 +283,9 @@ __device__ __forceinline__ void attn_rv_device(const AttnGeo& g, StageT& stage) 
 #pragma unroll
     for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
 
-  // causal: the keys up to the tile's last query row (R is zero past them, and V rows of later row
-  // tiles are not waited for: never read, even as zeros' partners)
-  const int KT = g.causal ? min(g.Npad / BK, (g.Sp + t.y * BM + rows_valid + BK - 1) / BK) : g.Npad / BK;
-  load(0, 0);
-  for (int kt = 0; kt < KT; ++kt) {
+  const int KT = kr.end;
+  if (kr.begin < KT) load(kr.begin, kr.begin & 1);
+  for (int kt = kr.begin; kt < KT; ++kt) {
     if (kt + 1 < KT) {
       load(kt + 1, (kt + 1) & 1);
       detail::cp_async_wait<1>();
@@ -289,6 +312,31 @@ __device__ __forceinline__ void attn_rv_device(const AttnGeo& g, StageT& stage) 
   }
 
   half* gT = g.T + ((long long)b * g.S + (long long)t.y * BM) * g.ldT + h * g.Dh;
+  if (splits > 1) {
+    // fp32 partial of the valid rows; the block that arrives last sums the key ranges and posts
+    const long long tile = (long long)t.z * gridDim.y + t.y;
+    float* slot0 = g.rv_ws + tile * splits * (BM * BN);
+    float* mine = slot0 + (long long)split * (BM * BN);
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+        wmma::store_matrix_sync(scratch[warp], acc[i][j], 16, wmma::mem_row_major);
+        __syncwarp();
+        const int e = lane * 8, r = e / 16, c = e % 16;
+        const int row = wm * TM + i * 16 + r;
+        if (row < rows_valid) {
+          float4* dst = reinterpret_cast<float4*>(mine + row * BN + wn * TN + j * 16 + c);
+          dst[0] = *reinterpret_cast<const float4*>(&scratch[warp][e]);
+          dst[1] = *reinterpret_cast<const float4*>(&scratch[warp][e + 4]);
+        }
+        __syncwarp();
+      }
+    if (!splitk_arrive(g.rv_counters + tile, splits)) return;
+    splitk_reduce_store<BM, BN, THREADS>(slot0, splits, rows_valid, gT, g.ldT, EpiIdentity{}, tid);
+    stage.post(t);
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < FM; ++i)
 #pragma unroll

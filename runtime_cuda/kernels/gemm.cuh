@@ -47,6 +47,7 @@
 #pragma once
 
 #include <kernels/sm80_tile.cuh>
+#include <kernels/splitk.cuh>
 #include <cusync/sync.h>
 #include <cusync/tile.h>
 
@@ -57,6 +58,10 @@ struct GemmArgs {
   const half* B;
   half* C;
   int M, N, K, lda, ldb, ldc, swiglu_offset;
+  // Split-K (a stage whose splits() > 1, kernels/splitk.cuh): fp32 partials of every (tile, split)
+  // and one arrival counter per tile (zeroed once). Unused (may be null) otherwise.
+  float* ws;
+  unsigned* counters;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -103,7 +108,7 @@ struct NoStage {
 
 // ---------------------------------------------------------------------------------------------
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, class Epilogue_ = EpiIdentity,
-          int SwiGLU_ = 0, bool Reorder_ = false, int ProdBN_ = 128, bool SyncWarp_ = false>
+          int SwiGLU_ = 0, bool Reorder_ = false, int ProdBN_ = 128, bool SyncWarp_ = false, bool SplitK_ = false>
 struct GemmConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_;
@@ -120,6 +125,10 @@ struct GemmConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
   // producer's semaphores, off the main loop's critical path) and tells the compute warps through
   // a shared-memory word which k-tiles of A are ready; the compute warps never touch a semaphore.
   static constexpr bool SyncWarp = SyncWarp_;
+  // SplitK: the kernel honours a stage's splits() > 1 (kernels/splitk.cuh; needs GemmArgs::ws and
+  // ::counters). Off, the split-K code is not compiled in (it costs registers).
+  static constexpr bool SplitK = SplitK_;
+  static_assert(!(SplitK && SyncWarp), "split-K has no sync-warp path");
   static constexpr int kThreads = WarpsM * WarpsN * 32;          // compute threads
   static constexpr int kBlockThreads = kThreads + (SyncWarp ? 32 : 0);  // the launch's block size
   static constexpr int kATileElems = BM * BK;
@@ -303,6 +312,19 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   const int rows_valid = min(BM, args.M - m0);
   const int F = args.swiglu_offset;
 
+  // Split-K: this block computes k-tiles [k_range.begin, k_range.end) of its tile.
+  int split = 0, splits = 1;
+  if constexpr (Cfg::SplitK && has_split<StageT>::value) {
+    splits = stage.splits();
+    split = stage.split();
+    if (splits > 1 && (Cfg::kHalvesEpilogue || args.ws == nullptr || args.counters == nullptr)) {
+      if (tid == 0) printf("cusync GeMM: split-K needs a workspace and counters, no halves epilogue\n");
+      __trap();
+    }
+  }
+  const SplitRange k_range = split_range(args.K / BK, split, splits);
+  const int k_first = k_range.begin * BK;  // the first k0 of this block waits whatever its alignment
+
   // Shared memory: per stage [A | A2 (SwiGLU) | B] regions, each a full Stages-deep layout.
   half_t* sA_ptr = reinterpret_cast<half_t*>(smem);
   half_t* sA2_ptr = sA_ptr + (SWIGLU ? cosize(typename Cfg::SmemLayoutA{}) : 0);
@@ -315,7 +337,7 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
 
   const half* gA = args.A + (long long)m0 * args.lda;
   const half* gB = args.B + (long long)n0 * args.ldb;
-  const int k_tiles = args.K / BK;
+  const int k_tiles = k_range.end - k_range.begin;
 
   // A k-block [k0, k0+BK) lies inside producer tile k0 / ProdBN (ProdBN % BK == 0, F % BK == 0), so
   // the wait is issued only at the first k-block of each producer tile (waits are uniform over the block).
@@ -337,7 +359,7 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     if constexpr (detail::has_wait_all<StageT>::value) {
       if (!SWIGLU || F % Cfg::ProdBN == 0) {
         constexpr int G = detail::kWaitGroup;
-        if (k0 % (G * Cfg::ProdBN) != 0) return;
+        if (k0 % (G * Cfg::ProdBN) != 0 && k0 != k_first) return;
         const int p0 = k0 / Cfg::ProdBN;
         const int n = min(G, (args.K - k0 + Cfg::ProdBN - 1) / Cfg::ProdBN);
         cusync::Tile ts[SWIGLU ? 2 * G : G];
@@ -354,9 +376,9 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
         return;
       }
     }
-    if (k0 == 0 || k0 % Cfg::ProdBN == 0) stage.wait(cusync::Tile{k0 / Cfg::ProdBN, t.y, 0});
+    if (k0 == k_first || k0 % Cfg::ProdBN == 0) stage.wait(cusync::Tile{k0 / Cfg::ProdBN, t.y, 0});
     if constexpr (SWIGLU) {
-      if (k0 == 0 || (k0 + F) % Cfg::ProdBN == 0) stage.wait(cusync::Tile{(k0 + F) / Cfg::ProdBN, t.y, 0});
+      if (k0 == k_first || (k0 + F) % Cfg::ProdBN == 0) stage.wait(cusync::Tile{(k0 + F) / Cfg::ProdBN, t.y, 0});
     }
   };
   auto load_a = [&](int k0, int s) {
@@ -365,7 +387,7 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   };
   auto load_b = [&](int k0, int s) { detail::load_tile<BN, BK, THREADS>(sB_addr, lB, s, gB + k0, args.ldb, BN, tid); };
   auto load_k_tile = [&](int kt, int s) {
-    const int k0 = kt * BK;
+    const int k0 = (k_range.begin + kt) * BK;
     if constexpr (Cfg::Reorder) {
       load_b(k0, s);
       wait_a(k0);
@@ -494,6 +516,23 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
   typename Cfg::Epilogue epi;
   Tensor cC = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
   Tensor tCcC = thr_mma.partition_C(cC);  // same layout as accum; element i+1 is column +1 (i even)
+  if (Cfg::SplitK && splits > 1) {
+    // fp32 partial of the valid rows to the workspace; the last split's block sums, stores, posts.
+    const long long tile = ((long long)t.z * ((args.M + BM - 1) / BM) + t.y) * (args.N / BN) + t.x;
+    float* slot0 = args.ws + tile * splits * (BM * BN);
+    float* mine = slot0 + (long long)split * (BM * BN);
+    CUTE_UNROLL
+    for (int i = 0; i < size(accum); i += 2) {
+      const int r = get<0>(tCcC(i));
+      const int c = get<1>(tCcC(i));
+      if (r < rows_valid) *reinterpret_cast<float2*>(mine + r * BN + c) = make_float2(accum(i), accum(i + 1));
+    }
+    if (!splitk_arrive(args.counters + tile, splits)) return;
+    splitk_reduce_store<BM, BN, THREADS>(slot0, splits, rows_valid, args.C + (long long)m0 * args.ldc + n0, args.ldc,
+                                         epi, tid);
+    stage.post(t);
+    return;
+  }
   if constexpr (Cfg::kHalvesEpilogue) {
     // fp32 tile to shared memory (the pipeline's buffers are free: every cp.async has landed and
     // the barrier below orders the last ldmatrix reads before the overwrite), then silu(g) * u.
