@@ -60,13 +60,18 @@ def test_dropping_the_waits_is_caught(sync_warp):
     """The same kernels with their waits off read the poisoned producer outputs: the check must
     fail, else it could not catch a race either. 512 channels (a long reduction per tile) in one
     wave, PDL-launched: the consumers start while every producer tile is still being computed."""
+    from cusyncgen.cuda import timing
     chain = _chain("vgg19", "L4", 8, sync_warp)
     stream = cupy.cuda.Stream(non_blocking=True)
     errs = []
     for seed in range(3):
         x, ws, bs = chain.buffers(seed=100 + seed)
         ys = chain.outputs()
-        chain.run(stream, Config("RowSync", "pdl"), x, ws, bs, ys, wait_input=False)
+        # one CUDA-graph launch: no host gap between the kernels (a slow host would launch the
+        # consumers after the producers end, and the race would not show)
+        graph = timing.capture(lambda s: chain.run(s, Config("RowSync", "pdl"), x, ws, bs, ys, wait_input=False), stream)
+        chain.poison(ys)
+        graph.launch(stream)
         stream.synchronize()
         errs.append(rel_err(ys, chain.reference(x, ws, bs)))
     assert any(not e < TOL for e in errs), errs
