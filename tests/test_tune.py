@@ -147,3 +147,40 @@ def test_policy_match_ignores_the_predicted_gain_but_not_the_policy():
     assert tune.matches_policy(no_gain, "PDL") and not tune.matches_policy(gain, "StreamSync")
     assert not tune.matches_policy(None, "RowSync")
 
+
+
+def test_pdl_alone_prediction_is_a_prediction_without_tile_semaphores():
+    pdl = {"policy": "PDL", "speedup": 1.016}
+    assert tune.matches(pdl, "PDL") and tune.matches(pdl, "StreamSync") and not tune.matches(pdl, "RowSync")
+    assert tune.matches_policy(pdl, "PDL") and not tune.matches_policy(pdl, "TileSync")
+    rows = [_mrow("StreamSync", 100.0, 0.01), _mrow("PDL", 98.0), _mrow("RowSync+PDL", 99.0)]
+    assert tune.matches_within_noise(pdl, rows)
+
+
+def test_report_from_a_cache_predicts_again_with_the_calibrated_terms(tmp_path):
+    # an H200 cache whose entries store the kernels' occupancy: the report predicts again (CPU only),
+    # with the H200's launch gap (PDL alone ahead of every policy at one wave), and adds the accuracy section
+    from cusyncgen.cuda import build
+    runtime = build.runtime_digest()[:12]
+    cache = {"NVIDIA H200": {}}
+    for M in (1, 16):
+        for tiles in tune.tile_candidates("gpt3", M):
+            rows = [_mrow("StreamSync", 100.0, 0.01), _mrow("PDL", 99.0), _mrow("RowSync+PDL", 101.0)]
+            entry = {"rows": [dict(r, tiles=tiles.label) for r in rows], "tiles": asdict(tiles)}
+            entry["prediction"] = {"policy": "RowSync", "speedup": 1.0, "occupancy": {"g1": 2, "g2": 2}}
+            cache["NVIDIA H200"][f"gpt3|{M}|{tiles.label}|{runtime}"] = entry
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(cache))
+    assert tune.main(["mlp", "--models", "gpt3", "--M", "1,16", "--from-cache", str(path), "-o", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "tune-mlp-nvidia-h200.json").read_text())
+    c = res["choices"][0]
+    assert c["predicted"]["policy"] == "PDL" and c["predicted"]["speedup"] > 1.005
+    assert c["predicted_lockstep"]["speedup"] == pytest.approx(1.0)
+    assert c["predicted_at_measurement"]["policy"] == "RowSync"        # what the cache stored
+    assert c["measured_on_predicted_tiles"] == {"config": "PDL", "family": "PDL", "speedup": round(100 / 99, 4)}
+    assert [ch["calibration"] for ch in res["choices"]] == [True, False]
+    assert all(ch["prediction_matches"] for ch in res["choices"])
+    assert res["timing"]["launch_gap_us"] > 0
+    text = (tmp_path / "tune-mlp-nvidia-h200.md").read_text()
+    assert "## Prediction accuracy" in text and "Mean absolute error of the speed-up, calibration / held-out" in text
+    assert "model 2/2/2; launch gap alone 2/2/2; lockstep 2/2/2; at measurement 2/2/2" in text

@@ -51,23 +51,117 @@ def tiles_from_dict(d: dict) -> MlpTiles:
     return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
 
 
-def predict(mlp) -> dict:
-    """The wave model's recommendation (cusyncgen plan) for this MLP, with the compiled kernels'
-    occupancy and per-tile work proportional to each GeMM's K."""
-    from cusyncgen.cuda import driver
+# Every other size of the sweep calibrates the planner's timing terms (cusyncgen.plan.calibrate),
+# the others are held out to check them (the report's "prediction accuracy").
+CALIBRATION_M = (1, 64, 256, 1024, 4096)
+
+
+def mlp_spec(model: str, M: int, tiles: MlpTiles, occupancy: dict, timing=None):
+    """The planner's view of one MLP: grids and dependencies from its .dep, each block's time from
+    its work (2*BM*BN*K flops) and its occupancy (an SM shared by o blocks gives each 1/o), in µs
+    at the GPU's calibrated tile rate (1 TFLOP/s per SM when uncalibrated: then only ratios mean
+    anything)."""
     from cusyncgen.cuda.modules import compile_dep
-    from cusyncgen.plan import adapter, gpus, planner
-    compiled, _ = compile_dep(mlp.model, mlp.M, mlp.tiles)
+    from cusyncgen.plan import adapter, gpus
+    m = MODELS[model]
+    timing = timing or gpus.Timing()
+    compiled, _ = compile_dep(m, M, tiles)
+    work = {"g1": 2 * tiles.g1.BM * tiles.g1.BN * m.K1, "g2": 2 * tiles.g2.BM * tiles.g2.BN * m.K2}
+    tt = {g: timing.tile_time_us(work[g], occupancy[g]) for g in work}
+    return adapter.spec_from_program(compiled.program, occupancy=occupancy, tile_time=tt)
+
+
+TERMS = ("all", "launch gap", "none")
+
+
+def predict_from(model: str, M: int, tiles: MlpTiles, occupancy: dict, gpu, terms: str = "all") -> dict:
+    """The wave model's recommendation (cusyncgen plan) for one MLP on `gpu`, with the GPU's
+    calibrated timing terms (gpus.TIMINGS): `terms` "all", only the "launch gap", or "none" (the
+    lockstep model of the paper's tables, on the same tile times). CPU only."""
+    from cusyncgen.plan import gpus, planner
+    t = gpus.timing(gpu)
+    if terms not in TERMS:
+        raise ValueError(f"terms: one of {TERMS}")
+    if terms != "all":
+        t = gpus.Timing(tile_tflops=t.tile_tflops, launch_gap_us=t.launch_gap_us if terms == "launch gap" else 0.0)
+    spec = mlp_spec(model, M, tiles, occupancy, t)
+    plan = planner.make_plan(spec, gpu, time_unit="us", wait_cost=t.wait_cost_us,
+                             launch_gap=t.launch_gap_us, skew=t.tail_skew)
+    rec = plan["recommended"]
+    return {"policy": rec["policy"], "speedup": rec["speedup"], "occupancy": dict(occupancy),
+            "time_us": rec["time"], "streamsync_us": plan["streamsync"]["time"]}
+
+
+def _plan_gpu(device: str | None):
+    """The plan's GPU for a device name ("NVIDIA H200" -> h200); CuPy's limits when unknown."""
+    from cusyncgen.plan import gpus
+    key = gpus.gpu_key(device or "")
+    if key:
+        return gpus.get_gpu(key)
+    try:
+        return gpus.detect_gpu()
+    except Exception:
+        return gpus.get_gpu("h100")
+
+
+def predict(mlp) -> dict:
+    """The prediction for a built MLP, with the compiled kernels' occupancy (stored in the tune
+    cache, so that a report can predict again without a GPU)."""
+    from cusyncgen.cuda import driver
     k1, k2, _ = mlp.kernels[None]
     occ = {"g1": driver.max_active_blocks(k1), "g2": driver.max_active_blocks(k2)}
-    tt = {"g1": float(mlp.model.K1), "g2": float(mlp.model.K2)}
-    spec = adapter.spec_from_program(compiled.program, occupancy=occ, tile_time=tt)
-    try:
-        gpu = gpus.detect_gpu()
-    except Exception:
-        gpu = gpus.get_gpu("h100")
-    rec = planner.make_plan(spec, gpu)["recommended"]
-    return {"policy": rec["policy"], "speedup": rec["speedup"], "occupancy": occ}
+    return predict_from(mlp.model_name, mlp.M, mlp.tiles, occ, _plan_gpu(driver.device_name()))
+
+
+def measured_on(rows: list[dict]) -> dict:
+    """The fastest correct configuration among `rows` (one tile shape) and its speed-up over their
+    StreamSync: what a prediction for those tiles is compared with."""
+    ok = [r for r in rows if r["correct"] and r["config"] not in VENDOR]
+    ss = next(r for r in rows if r["config"] == "StreamSync")["time_us"]
+    best = min(ok, key=lambda r: r["time_us"])
+    fam = best["config"] if best["config"] in NO_TILE_SYNC else family(best["config"])
+    return {"config": best["config"], "family": fam, "speedup": round(ss / best["time_us"], 4)}
+
+
+def calibration_points(cache: dict, device: str, models=None, sweep=None) -> list:
+    """cusyncgen.plan.calibrate.Point per (model, M) of a tune cache: the default tiles (whose
+    kernels' occupancy the cache stores), StreamSync, PDL alone and each policy's fastest correct
+    time, from the runtime of the cache's latest entries."""
+    from cusyncgen.plan import calibrate
+    entries = cache[device]
+    runtime = next(reversed(entries)).rsplit("|", 1)[1]
+    points = []
+    for model in models or MODELS:
+        for M in sweep or SWEEP:
+            tiles = default_tiles(model, M)
+            entry = entries.get(f"{model}|{M}|{tiles.label}|{runtime}")
+            if not entry or "prediction" not in entry:
+                continue
+            measured = {}
+            for r in entry["rows"]:
+                if r["correct"] or r["config"] == "StreamSync":
+                    f = r["config"] if r["config"] in NO_TILE_SYNC else family(r["config"])
+                    measured[f] = min(measured.get(f, math.inf), r["time_us"])
+            spec = mlp_spec(model, M, tiles, entry["prediction"]["occupancy"])
+            points.append(calibrate.Point(model, M, spec, measured))
+    return points
+
+
+def calibrate_cache(cache_path: Path) -> dict:
+    """Fit the timing terms on CALIBRATION_M of a tune cache and check them on the other sizes."""
+    from cusyncgen.plan import calibrate, gpus
+    cache = json.loads(cache_path.read_text())
+    device = next(iter(cache))
+    gpu = _plan_gpu(device)
+    points = calibration_points(cache, device)
+    cal = [p for p in points if p.size in CALIBRATION_M]
+    held = [p for p in points if p.size not in CALIBRATION_M]
+    t = calibrate.calibrate(cal, gpu.num_sms)
+    out = {"device": device, "gpu": gpu.name, "timing": t.as_dict(), "stored": gpus.timing(gpu).as_dict()}
+    for name, pts in (("calibration", cal), ("held_out", held)):
+        for label, tt in (("model", t), ("lockstep", gpus.Timing(tile_tflops=t.tile_tflops))):
+            out[f"{name}_{label}_mae"] = calibrate.mean_abs_error(calibrate.evaluate(pts, tt, gpu.num_sms))
+    return out
 
 
 def family(config: str) -> str:
@@ -107,10 +201,11 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
         # a report from the cache: the runtime it was measured with (its latest, if several)
         runtime = next(reversed(cache[dev])).rsplit("|", 1)[1]
     choices = []
+    plan_gpu = _plan_gpu(dev)
     for model in models:
         for M in sweep:
             t0 = time.time()
-            rows, prediction = [], None
+            rows, stored = [], None
             for tiles in tile_candidates(model, M):
                 key = f"{model}|{M}|{tiles.label}|{runtime}"
                 if key not in cache[dev]:
@@ -120,7 +215,13 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
                 rows += [dict(r, tile_cfg=entry["tiles"]) for r in entry["rows"]]
                 if tiles == default_tiles(model, M):
                     default_rows = entry["rows"]
-                prediction = entry.get("prediction", prediction)
+                stored = entry.get("prediction", stored)
+            # the wave model is CPU-only: predict again (this checkout's model) from the stored occupancy
+            # (a cache entry without one keeps the prediction it stored)
+            prediction, lockstep, gap_only = stored, None, None
+            if stored and "occupancy" in stored:
+                args = (model, M, default_tiles(model, M), stored["occupancy"], plan_gpu)
+                prediction, gap_only, lockstep = (predict_from(*args, terms=t) for t in TERMS)
             # The baseline of every candidate: the fastest StreamSync over all candidate tiles
             base = min((r for r in rows if r["config"] == "StreamSync"), key=lambda r: r["time_us"])
             for r in rows:
@@ -137,26 +238,35 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
                             "prediction_matches": matches(prediction, measured_family),
                             "prediction_policy_matches": matches_policy(prediction, measured_family),
                             "prediction_matches_within_noise": matches_within_noise(prediction, default_rows),
-                            "candidates": len(rows)})
+                            "measured_on_predicted_tiles": measured_on(default_rows),
+                            "predicted_lockstep": lockstep, "predicted_launch_gap_only": gap_only,
+                            "predicted_at_measurement": stored,
+                            "lockstep_matches": match_flags(lockstep, measured_family, default_rows),
+                            "launch_gap_only_matches": match_flags(gap_only, measured_family, default_rows),
+                            "at_measurement_matches": match_flags(stored, measured_family, default_rows),
+                            "calibration": M in CALIBRATION_M, "candidates": len(rows)})
             if progress:
                 print(f"{model} M={M}: {best['config']} [{best['tiles']}] {best['speedup_vs_streamsync']:.3f}x "
                       f"(predicted {prediction and prediction['policy']}) [{time.time() - t0:.0f} s]",
                       file=sys.stderr, flush=True)
-    return {"device": dev, "workload": "mlp", "runtime": runtime, "choices": choices}
+    from cusyncgen.plan import gpus
+    return {"device": dev, "workload": "mlp", "runtime": runtime, "timing": gpus.timing(plan_gpu).as_dict(),
+            "choices": choices}
 
 
 NO_TILE_SYNC = ("StreamSync", "PDL")
 
 
 def _no_gain(prediction: dict) -> bool:
-    """A recommendation that predicts no gain: StreamSync itself, or a speed-up <= 1.005."""
-    return prediction["policy"] == "StreamSync" or (prediction.get("speedup") or 0) <= 1.005
+    """A recommendation without tile semaphores: StreamSync, PDL alone (the calibrated model's
+    launch gap), or a policy predicted no faster than 1.005x."""
+    return prediction["policy"] in NO_TILE_SYNC or (prediction.get("speedup") or 0) <= 1.005
 
 
 def matches(prediction: dict | None, measured_family: str) -> bool:
-    """Does the wave model's recommendation agree with the measured best? A recommendation that
-    predicts no gain (speed-up <= 1.005, or StreamSync itself) agrees with a measured best that
-    uses no tile semaphores (StreamSync, or PDL alone); otherwise the policy names must agree."""
+    """Does the wave model's recommendation agree with the measured best? A recommendation without
+    tile semaphores (StreamSync, PDL alone, or a speed-up <= 1.005) agrees with a measured best that
+    uses none (StreamSync, or PDL alone); otherwise the policy names must agree."""
     if not prediction:
         return False
     if measured_family in NO_TILE_SYNC:
@@ -174,6 +284,14 @@ def matches_policy(prediction: dict | None, measured_family: str) -> bool:
     if measured_family in NO_TILE_SYNC:
         return _no_gain(prediction)
     return prediction["policy"] == measured_family
+
+
+def match_flags(prediction: dict | None, measured_family: str, rows: list[dict]) -> dict | None:
+    """The three readings of a prediction against the measurement (None without a prediction)."""
+    if not prediction:
+        return None
+    return {"match": matches(prediction, measured_family), "policy": matches_policy(prediction, measured_family),
+            "noise": matches_within_noise(prediction, rows)}
 
 
 def matches_within_noise(prediction: dict | None, rows: list[dict]) -> bool:
@@ -246,8 +364,9 @@ def report(result: dict) -> str:
                   "(`cusyncgen plan` with the compiled kernels' occupancy). 'speed-up' is over the fastest StreamSync "
                   "among all candidate tiles, 'same tiles' over StreamSync with the chosen tiles (the synchronization's "
                   "own share). "
-                  "A prediction of no gain (<= 1.005x) matches a measured best without tile semaphores "
-                  "(StreamSync or PDL alone); 'match' also wants a gain predicted where one was measured, "
+                  "A prediction without tile semaphores (PDL alone, StreamSync, or a policy at <= 1.005x) matches a "
+                  "measured best without tile semaphores (StreamSync or PDL alone); 'match' also wants a gain "
+                  "predicted where one was measured, "
                   "'policy' only the policy (a 'RowSync, 1.00x' prediction where RowSync+PDL+R measured 1.04x "
                   "is a policy match, not a match).", ""]
     for model in sorted({c["model"] for c in result["choices"]}):
@@ -274,7 +393,63 @@ def report(result: dict) -> str:
                      f"(the predicted policy alone, whatever gain it predicts: {policy_n} of {len(predicted)}; "
                      f"{loose_n} of {len(predicted)} within the run's noise, on the predicted tiles)." if predicted else
                      " (no wave-model prediction for this workload)."), ""]
+    lines += accuracy_report(result)
     return "\n".join(lines)
+
+
+def _mae(errors) -> str:
+    errors = list(errors)
+    return f"{sum(errors) / len(errors):.3f}" if errors else "-"
+
+
+def accuracy_report(result: dict) -> list[str]:
+    """Predicted against measured speed-up per size, on the predicted (default) tiles, with the
+    calibrated timing terms and without them (lockstep), split into the sizes that calibrated the
+    terms and the held-out ones."""
+    cs = [c for c in result["choices"]
+          if c.get("predicted") and c.get("predicted_lockstep") and c.get("measured_on_predicted_tiles")]
+    if not cs:
+        return []
+    t = result.get("timing") or {}
+    lines = ["## Prediction accuracy", "",
+             "The predicted speed-up over StreamSync against the measured one on the same tiles (the predicted, "
+             "default tiles: the fastest correct configuration there over StreamSync there). 'model': `cusyncgen plan` "
+             f"with this GPU's timing terms (cusyncgen/plan/gpus.py: launch gap {t.get('launch_gap_us', 0):g} us, "
+             f"tail skew {t.get('tail_skew', 0):g}, wait cost {t.get('wait_cost_us', 0):g} us per semaphore, "
+             f"tile rate {t.get('tile_tflops', 0):g} TFLOP/s per SM); 'lockstep': the same tiles with the terms off "
+             "(equal block times, no launch cost: the paper's wave model). Set C: the sizes that calibrated the terms "
+             f"(M = {', '.join(map(str, CALIBRATION_M))}); H: held out.", "",
+             "| model | M | set | predicted | measured (same tiles) | error | lockstep | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    err: dict = {}   # (prediction key, set) -> errors
+    for c in cs:
+        p, ls, m = c["predicted"], c["predicted_lockstep"], c["measured_on_predicted_tiles"]
+        key = "C" if c["calibration"] else "H"
+        for pk in ("predicted", "predicted_launch_gap_only", "predicted_lockstep"):
+            if c.get(pk):
+                err.setdefault((pk, key), []).append(abs(c[pk]["speedup"] - m["speedup"]))
+        lines.append(f"| {c['model']} | {c['M']} | {key} | {p['policy']} {p['speedup']:.3f}x | {m['config']} "
+                     f"{m['speedup']:.3f}x | {err['predicted', key][-1]:.3f} | {ls['policy']} {ls['speedup']:.3f}x | "
+                     f"{err['predicted_lockstep', key][-1]:.3f} |")
+
+    def maes(pk: str) -> str:
+        return f"{_mae(err.get((pk, 'C'), []))} / {_mae(err.get((pk, 'H'), []))}"
+    lines += ["", "Mean absolute error of the speed-up, calibration / held-out sizes: model "
+              f"{maes('predicted')}; launch gap alone {maes('predicted_launch_gap_only')}; lockstep "
+              f"{maes('predicted_lockstep')}.", ""]
+    for model in sorted({c["model"] for c in cs}):
+        mc = [c for c in cs if c["model"] == model]
+        flags = {"model": [{"match": c["prediction_matches"], "policy": c["prediction_policy_matches"],
+                            "noise": c["prediction_matches_within_noise"]} for c in mc],
+                 "launch gap alone": [c["launch_gap_only_matches"] for c in mc if c.get("launch_gap_only_matches")],
+                 "lockstep": [c["lockstep_matches"] for c in mc if c.get("lockstep_matches")],
+                 "at measurement": [c["at_measurement_matches"] for c in mc if c.get("at_measurement_matches")]}
+        counts = [f"{label} {'/'.join(str(sum(f[k] for f in fs)) for k in ('match', 'policy', 'noise'))}"
+                  for label, fs in flags.items() if fs]
+        lines.append(f"- {model} ({len(mc)} sizes), match / policy / within noise: " + "; ".join(counts))
+    lines += ["", "('at measurement': the prediction the tune cache stored when the point was measured, "
+              "by the model of that time.)", ""]
+    return lines
 
 
 def sync_warp_label(choice: dict) -> str:
@@ -344,9 +519,15 @@ def main(argv=None) -> int:
     ap.add_argument("--from-cache", type=Path, default=None,
                     help="mlp: report from a tune cache (tune-cache-<device>.json) without a GPU; every point "
                          "must be in it (measured with the runtime of its latest entries)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="mlp with --from-cache: fit the plan's timing terms (launch gap, tail skew, wait cost, tile "
+                         "rate) on every other size of the cache and print them with the held-out error (for "
+                         "cusyncgen/plan/gpus.py TIMINGS); writes nothing")
     ap.add_argument("--iters", type=int, default=25)
     ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    if args.calibrate and args.from_cache is None:
+        ap.error("--calibrate needs --from-cache")
     if args.from_json is not None:
         if args.workload == "mlp":
             ap.error("--from-json is for conv2d and attention (the MLP tune also varies tile shapes)")
@@ -360,6 +541,13 @@ def main(argv=None) -> int:
     if args.from_cache is not None:
         if args.workload != "mlp":
             ap.error("--from-cache is for mlp (conv2d and attention: --from-json)")
+        if args.calibrate:
+            try:
+                print(json.dumps(calibrate_cache(args.from_cache), indent=1))
+            except (OSError, ValueError, KeyError, StopIteration) as exc:
+                print(f"cusyncgen tune: error: {args.from_cache}: {exc}", file=sys.stderr)
+                return 1
+            return 0
         try:
             device = next(iter(json.loads(args.from_cache.read_text())))
             res = tune_mlp([m for m in (args.models or "gpt3,llama,llama-ep").split(",") if m in MODELS],

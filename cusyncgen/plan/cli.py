@@ -2,7 +2,8 @@
 
     cusyncgen plan FILE.dep [-D N=V ...] [--gpu v100|a100|h100|h200|auto]
                    [--occupancy GRID=BLOCKS_PER_SM ... | --block GRID=THREADS,REGS,SMEM ...]
-                   [--tile-time GRID=US ...] [--wait-cost US] [--model kstep|block] [--json]
+                   [--tile-time GRID=US ...] [--wait-cost US] [--launch-gap US] [--skew F]
+                   [--calibrated] [--model kstep|block] [--json]
     cusyncgen plan --paper [--gpu v100] [--model kstep|block]   # Table I / IV reproduction
 
 Bad input prints ``cusyncgen plan: error: ...`` (or the compiler's ``file:line:col: error:``)
@@ -81,6 +82,13 @@ def _parser() -> _Parser:
                         "and shared memory bytes per block (instead of --occupancy)")
     p.add_argument("--wait-cost", type=float, default=0.0, metavar="US",
                    help="time a wait on a new semaphore adds to a block (default 0)")
+    p.add_argument("--launch-gap", type=float, default=0.0, metavar="US",
+                   help="StreamSync's time between the producer's last block and the consumer's first (default 0)")
+    p.add_argument("--skew", type=float, default=0.0, metavar="F",
+                   help="block times spread over (1 +- F) x --tile-time, deterministically (default 0)")
+    p.add_argument("--calibrated", action="store_true",
+                   help="launch gap, skew and wait cost measured on --gpu (cusyncgen/plan/gpus.py TIMINGS; "
+                        "microseconds: give --tile-time for every grid)")
     p.add_argument("--model", choices=["kstep", "block"], default="kstep",
                    help="kstep: a consumer waits before each producer tile it loads (default); "
                         "block: a consumer tile starts once all its producer tiles are posted")
@@ -115,9 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise _UsageError(f"--block {name}: a block of {res[0]} threads, {res[1]} registers per thread and "
                                   f"{res[2]} bytes of shared memory does not fit on one SM of {gpu.name}")
             occ[name] = n
-        if not (args.wait_cost >= 0) or args.wait_cost == float("inf"):
-            raise _UsageError("--wait-cost must be a finite number >= 0")
-        return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, args.wait_cost)
+        terms = _timing_terms(args, gpu)
+        return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms)
     except _UsageError as e:
         print(f"cusyncgen plan: error: {e}", file=sys.stderr)
         return 1
@@ -130,7 +137,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0) -> int:
+def _timing_terms(args, gpu) -> tuple[float, float, float]:
+    """(wait cost, launch gap, skew): the options, or with --calibrated the GPU's measured ones."""
+    for opt, v in (("--wait-cost", args.wait_cost), ("--launch-gap", args.launch_gap)):
+        if not (v >= 0) or v == float("inf"):
+            raise _UsageError(f"{opt} must be a finite number >= 0")
+    if not 0 <= args.skew < 1:
+        raise _UsageError("--skew must be in [0, 1)")
+    if not args.calibrated:
+        return args.wait_cost, args.launch_gap, args.skew
+    from .gpus import timing
+    t = timing(gpu)
+    if t == type(t)():
+        raise _UsageError(f"--calibrated: no timing terms measured for {gpu.name} (cusyncgen/plan/gpus.py TIMINGS)")
+    return t.wait_cost_us, t.launch_gap_us, t.tail_skew
+
+
+def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0) -> int:
     import os
 
     from .adapter import AdapterError, spec_from_program
@@ -155,7 +178,7 @@ def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0) -> int
         spec = spec_from_program(program, occ, tt, source=os.path.basename(path)
                                  + "".join(f" -D {k}={v}" for k, v in params.items()))
         plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile",
-                         wait_cost=wait_cost)
+                         wait_cost=wait_cost, launch_gap=launch_gap, skew=skew)
     except CusyncError as e:
         print(str(e), file=sys.stderr)
         return 1
@@ -166,6 +189,9 @@ def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0) -> int
         missing = [g.name for g in spec.grids if g.name not in tt]
         print(f"cusyncgen plan: note: no --tile-time for {', '.join(missing)}: 1.0 used, times are not in us",
               file=sys.stderr)
+    if (launch_gap or wait_cost) and not (tt and len(tt) == len(spec.grids)):
+        print("cusyncgen plan: note: --launch-gap/--wait-cost/--calibrated are in the unit of --tile-time; "
+              "without it for every grid they are in tile times", file=sys.stderr)
     if not any(g.name in occ for g in spec.grids):
         print("cusyncgen plan: note: no --occupancy given: 1 block per SM assumed for every grid", file=sys.stderr)
     print(json.dumps(plan, indent=2, default=list) if as_json else render(plan))

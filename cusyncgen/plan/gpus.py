@@ -44,6 +44,53 @@ GPUS: dict[str, GPU] = {
 }
 
 
+@dataclass(frozen=True)
+class Timing:
+    """The simulator's timing terms for one GPU (cusyncgen/plan/calibrate.py says how each is
+    measured).  All 0: the lockstep wave model (equal block times, no launch cost), which is what
+    the paper's tables need and what an uncalibrated GPU gets."""
+    tile_tflops: float = 0.0     # GeMM work one SM does, TFLOP/s: a block's time in µs is
+    #                              occupancy * 2*BM*BN*K / (tile_tflops * 1e6)
+    launch_gap_us: float = 0.0   # StreamSync's kernel boundary; PDL alone and every policy skip it
+    tail_skew: float = 0.0       # block times within a kernel spread over (1 +- tail_skew) x the mean
+    wait_cost_us: float = 0.0    # time each wait on a new semaphore adds to a consumer block
+
+    def tile_time_us(self, flops_per_block: float, occupancy: int) -> float:
+        """µs one block takes when ``occupancy`` blocks share its SM (1 TFLOP/s if uncalibrated)."""
+        return occupancy * flops_per_block / ((self.tile_tflops or 1.0) * 1e6)
+
+    def as_dict(self) -> dict:
+        return {"tile_tflops": self.tile_tflops, "launch_gap_us": self.launch_gap_us,
+                "tail_skew": self.tail_skew, "wait_cost_us": self.wait_cost_us}
+
+
+TIMINGS: dict[str, Timing] = {
+    # H200: `cusyncgen tune mlp` on one NVIDIA H200 (benchmarks/results/tune-cache-nvidia-h200.json,
+    # runtime 62a8ce3e9bbc), the default tiles of M = 1, 64, 256, 1024, 4096 of GPT-3, LLaMA and
+    # LLaMA-ep (every other size of the sweep; 16, 128, 512, 2048 held out), fitted by
+    # `cusyncgen tune mlp --from-cache ... --calibrate` (cusyncgen.plan.calibrate.calibrate):
+    # tile rate = median simulated work / measured StreamSync time; launch gap = median StreamSync
+    # minus PDL alone where both kernels fit one wave (0.1-1.2 us); skew and wait cost by the
+    # least mean absolute speed-up error on a grid.
+    "h200": Timing(tile_tflops=2.58, launch_gap_us=0.95, tail_skew=0.1, wait_cost_us=0.4),
+    # H100, A100, V100: not measured here; the lockstep model.
+}
+
+
+def timing(gpu: GPU) -> Timing:
+    """The calibrated timing terms of ``gpu`` (by name: "h200", or a device name such as
+    "NVIDIA H200"); zeros where none were measured."""
+    key = gpu_key(gpu.name)
+    return TIMINGS.get(key, Timing()) if key else Timing()
+
+
+def gpu_key(name: str) -> str | None:
+    """The GPUS key a device name refers to ("NVIDIA H200" -> "h200"), or None."""
+    low = name.lower()
+    hits = [k for k in GPUS if k in low]
+    return max(hits, key=len) if hits else None
+
+
 class GPUError(ValueError):
     """No such GPU, or the GPU cannot be read."""
 

@@ -19,8 +19,36 @@ ORDERINGS = {
 }
 
 
+PDL_ALONE = "PDL"   # the recommendation without tile semaphores that PDL-launches the consumer
+
+
+def pick(variants: list[dict], base_time: float, pdl_time: float | None, order_pref: str) -> dict:
+    """The fastest way to run the chain: a simulated policy variant (dicts with ``policy``,
+    ``order``, ``time``, ``total_waits``, ``deadlock``), PDL alone (``pdl_time``; None where it is
+    not modelled) or StreamSync (``base_time``).  Ties go to fewer semaphore waits (less
+    synchronization traffic; PDL alone waits on none), then the order T prefers: where no wave is
+    saved the simpler launch wins.  Returns ``{"policy", "order", "time", "near"}`` with
+    ``policy`` one of the variants' names, ``PDL`` or ``StreamSync``; ``near``: how many tied."""
+    eps = 1e-9 * max(1.0, base_time)
+    ok = [v for v in variants if not v["deadlock"]]
+    if pdl_time is not None:
+        ok.append({"policy": PDL_ALONE, "order": "row-major", "time": pdl_time, "total_waits": 0})
+    if not ok:
+        return {"policy": "StreamSync", "order": "row-major", "time": base_time, "near": 1, "slower": None}
+    best = min(v["time"] for v in ok)
+    near = [v for v in ok if v["time"] <= best + eps]
+    near.sort(key=lambda v: (v["total_waits"], v["order"] != order_pref, v["policy"]))
+    r = near[0]
+    if r["time"] > base_time + eps:
+        return {"policy": "StreamSync", "order": "row-major", "time": base_time, "near": 1, "slower": r}
+    return {"policy": r["policy"], "order": r["order"], "time": r["time"], "near": len(near), "pick": r}
+
+
 def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = "tile",
-              wait_cost: float = 0.0) -> dict:
+              wait_cost: float = 0.0, launch_gap: float = 0.0, skew: float = 0.0) -> dict:
+    """``launch_gap`` and ``skew``: the simulator's timing terms (0: the lockstep wave model of the
+    paper's tables); with a launch gap on a GPU with PDL (sm_90+), PDL alone is a candidate too:
+    it saves the gap and nothing else."""
     sms = gpu.num_sms
     grids = []
     stats = []
@@ -29,18 +57,20 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         stats.append(ws)
         grids.append({"name": g.name, "extent": list(g.extent), "occupancy": g.occupancy,
                       "tile_time": g.tile_time, "custom_order": g.has_custom_order, **ws.as_dict()})
-    base = stream_sync_time(build_chain(spec, [0] * len(spec.deps), False, model), sms)
+    bare = build_chain(spec, [0] * len(spec.deps), False, model)
+    base = stream_sync_time(bare, sms, launch_gap, skew)
+    pdl = stream_sync_time(bare, sms, 0.0, skew) if launch_gap > 0 and gpu.cc >= 90 else None
     unit = max(g.tile_time for g in spec.grids)
     has_order = any(g.has_custom_order for g in spec.grids)
     variants = []
     for choice in spec.choices() if spec.deps else []:
         for custom in ([False, True] if has_order else [False]):
             chain = build_chain(spec, choice, custom, model, wait_cost)
-            res = simulate(chain, sms, "ordered")
-            cp = critical_path(chain)
+            res = simulate(chain, sms, "ordered", skew=skew)
+            cp = critical_path(chain, skew)
             safety = {}
             for ordering, mode in ORDERINGS.items():
-                r = res if mode == "ordered" else simulate(chain, sms, mode)
+                r = res if mode == "ordered" else simulate(chain, sms, mode, skew=skew)
                 safety[ordering] = {"deadlock": r.deadlock, "note": r.note}
             variants.append({
                 "policy": spec.choice_name(choice), "choice": list(choice),
@@ -81,29 +111,33 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         decisions["T"]["simulated_best_generated"] = best_go
     rec = None
     if variants:
-        ok = [v for v in variants if not v["deadlock"]]
-        order_pref = "row-major" if decisions["T"]["apply"] else "generated"
-        eps = 1e-9 * max(1.0, base.time)
-        best = min(v["time"] for v in ok)
-        near = [v for v in ok if v["time"] <= best + eps]
-        # ties: fewer semaphore waits (less synchronization traffic), then the order T prefers
-        near.sort(key=lambda v: (v["total_waits"], v["order"] != order_pref, v["policy"]))
-        r = near[0]
-        launch = "none" if decisions["W"]["apply"] and not r["launch_orderings"]["none"]["deadlock"] else (
-            "pdl" if gpu.cc >= 90 else "wait-kernel")
-        rec = {"policy": r["policy"], "order": r["order"], "launch": launch, "time": r["time"],
-               "speedup": r["speedup"], "streamsync_is_better": r["time"] > base.time + eps,
-               "why": ("least simulated time"
-                       + (f"; ties broken by fewer semaphore waits ({r['total_waits']})" if len(near) > 1 else ""))}
-        if rec["streamsync_is_better"]:
+        r = pick(variants, base.time, pdl.time if pdl else None, "row-major" if decisions["T"]["apply"] else "generated")
+        if r["policy"] == "StreamSync":
+            slower = r["slower"]
             rec = {"policy": "StreamSync", "order": "row-major", "launch": "stream", "time": base.time,
                    "speedup": 1.0, "streamsync_is_better": True,
-                   "why": f"every policy is predicted slower (best: {r['policy']}, {r['time']:.4g})"}
+                   "why": (f"every policy is predicted slower (best: {slower['policy']}, {slower['time']:.4g})"
+                           if slower else "every policy deadlocks")}
+        elif r["policy"] == PDL_ALONE:
+            rec = {"policy": PDL_ALONE, "order": "row-major", "launch": "pdl", "time": pdl.time,
+                   "speedup": base.time / pdl.time, "streamsync_is_better": False,
+                   "why": "PDL alone saves the launch gap; no policy is predicted faster"
+                          + (" (ties broken by fewer semaphore waits)" if r["near"] > 1 else "")}
+        else:
+            v = r["pick"]
+            launch = "none" if decisions["W"]["apply"] and not v["launch_orderings"]["none"]["deadlock"] else (
+                "pdl" if gpu.cc >= 90 else "wait-kernel")
+            rec = {"policy": v["policy"], "order": v["order"], "launch": launch, "time": v["time"],
+                   "speedup": v["speedup"], "streamsync_is_better": False,
+                   "why": ("least simulated time"
+                           + (f"; ties broken by fewer semaphore waits ({v['total_waits']})" if r["near"] > 1 else ""))}
     return {
         "source": spec.source, "gpu": {"name": gpu.name, "sm": gpu.sm, "num_sms": sms},
-        "model": model, "wait_cost": wait_cost, "time_unit": time_unit, "grids": grids,
+        "model": model, "wait_cost": wait_cost, "launch_gap": launch_gap, "skew": skew,
+        "time_unit": time_unit, "grids": grids,
         "streamsync": {"time": base.time, "waves": base.time / unit, "stage_end": base.stage_end,
                        "whole_waves": sum(s.full_waves for s in stats),
                        "fractional_waves": sum(s.waves for s in stats)},
+        "pdl_alone": {"time": pdl.time, "speedup": base.time / pdl.time} if pdl else None,
         "variants": variants, "decisions": decisions, "recommended": rec,
     }

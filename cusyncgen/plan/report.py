@@ -19,8 +19,13 @@ def render(plan: dict) -> str:
                    f"{g['waves']:>7.2f} {g['full_waves']:>5} {g['utilization']*100:>5.0f}% {g['last_wave_utilization']*100:>8.0f}%")
     ss = plan["streamsync"]
     wc = f", {plan['wait_cost']:g} per semaphore wait" if plan.get("wait_cost") else ""
+    wc += f", launch gap {plan['launch_gap']:g}" if plan.get("launch_gap") else ""
+    wc += f", tail skew {plan['skew']:g}" if plan.get("skew") else ""
     out += ["", f"Simulation ({plan['model']} model{wc}; times in {unit}, dispatch in launch order, a waiting block holds its slot):",
             f"  StreamSync: {_g(ss['time'])}  (whole waves {ss['whole_waves']}, fractional sum {ss['fractional_waves']:.2f})"]
+    if plan.get("pdl_alone"):
+        pa = plan["pdl_alone"]
+        out.append(f"  PDL alone:  {_g(pa['time'])}  ({pa['speedup']:.3f}x: the launch gap saved, nothing overlapped)")
     if not plan["variants"]:
         out.append("  no Dep between the grids: nothing to synchronize")
     if plan["variants"]:
@@ -53,6 +58,10 @@ def render(plan: dict) -> str:
         sp = "-" if r["speedup"] is None else f"{r['speedup']:.3f}x"
         out += ["", f"Recommended: {r['policy']}, {r['order']} order, launch ordering {r['launch']} "
                     f"(predicted {_g(r['time'])} {unit}, {sp} over StreamSync; {r['why']})"]
-    out.append("Model: equal-time blocks per grid, in-order dispatch, no memory or launch effects; a ranking"
-               " aid, to be checked against measurements (cusyncgen tune).")
+    if plan.get("launch_gap") or plan.get("skew"):
+        out.append("Model: in-order dispatch, block times spread by the tail skew, StreamSync pays the launch gap;"
+                   " no memory effects; a ranking aid, to be checked against measurements (cusyncgen tune).")
+    else:
+        out.append("Model: equal-time blocks per grid, in-order dispatch, no memory or launch effects; a ranking"
+                   " aid, to be checked against measurements (cusyncgen tune).")
     return "\n".join(out)

@@ -29,7 +29,20 @@ it finishes, including while it waits on a semaphore.  The queue order is the la
 - ``reversed``: the last stage's blocks first (the worst case without an ordering mechanism: the
   consumer kernel is scheduled before its producer);
 - ``stream``: ``ordered``, and a stage's blocks are dispatched only after every block of the
-  previous stage has finished (StreamSync).
+  previous stage has finished (StreamSync), plus ``launch_gap``: the time between one kernel's
+  last block and the next kernel's first on one stream (PDL alone is ``stream`` with no gap: its
+  consumer grid is resident early but waits for the whole producer grid).
+
+Timing terms (default 0: the lockstep wave model of the paper's tables)
+-----------------------------------------------------------------------
+- ``launch_gap``: see ``stream`` above.  Only StreamSync pays it: with tile semaphores the consumer
+  kernel is launched before its producer ends (wait-kernel, PDL or W), so no boundary is on the path.
+- ``skew``: blocks of one kernel do not take equal times (clocks, memory, the SM they land on), so
+  the SMs of one wave free up gradually.  Block ``tile`` of stage ``i`` takes
+  ``tile_time * (1 + skew * u)``, ``u`` in [-1, 1) from a fixed low-discrepancy sequence of
+  ``(i, tile)`` (:func:`skew_factor`: deterministic, mean ~0 over any run of tiles), the same in
+  every launch mode.  Under StreamSync the consumer starts after the *slowest* producer block;
+  an early-resident consumer starts on each SM as it frees up.
 
 Deadlock: when no block is running and some block is still waiting or undispatched, nothing can
 ever change again; :func:`simulate` returns ``deadlock=True`` with the state instead of looping.
@@ -137,11 +150,30 @@ class _Block:
         self.units, self.sm, self.since, self.dur = units, sm, 0.0, dur
 
 
-def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: bool = False) -> SimResult:
+_PHI = (5 ** 0.5 - 1) / 2    # golden-ratio and sqrt(2) fractions: the additive recurrence of the skew
+_SQRT2 = 2 ** 0.5 - 1
+
+
+def skew_factor(stage: int, tile: int, skew: float) -> float:
+    """A block's time relative to its stage's ``tile_time``: ``1 + skew * u`` with ``u`` in [-1, 1)
+    from the additive recurrence ``frac(tile * phi + stage * sqrt2)``, so any run of consecutive
+    tiles (one wave) spreads over the whole range with mean ~1, deterministically (no random
+    numbers: the same chain gives the same times)."""
+    if skew == 0:
+        return 1.0
+    u = ((tile + 1) * _PHI + stage * _SQRT2) % 1.0
+    return 1.0 + skew * (2.0 * u - 1.0)
+
+
+def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: bool = False,
+             launch_gap: float = 0.0, skew: float = 0.0) -> SimResult:
     """Run the chain; see the module docstring.  ``unlimited=True`` gives every block its own SM
-    (infinite machine: the result is the critical path)."""
+    (infinite machine: the result is the critical path).  ``launch_gap`` (``stream`` only) and
+    ``skew``: the timing terms of the module docstring."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"unknown launch mode {launch!r}")
+    if not (0 <= launch_gap < math.inf) or not (0 <= skew < 1):
+        raise ValueError("launch gap must be finite and >= 0, skew in [0, 1)")
     stages = chain.stages
     total = sum(s.num_tiles for s in stages)
     if unlimited:
@@ -169,6 +201,7 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     finished = 0
     waiting = 0
     wait_time = 0.0
+    woken: set = set()   # stages whose launch-gap wake-up is scheduled (stream mode)
 
     def ready_steps(b: _Block) -> tuple[int, int]:
         """(steps ready to run now, how many of them wait on a semaphore)"""
@@ -203,11 +236,28 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         heapq.heappush(events, (now + b.dur * n / nsteps + stages[b.stage].wait_cost * synced, seq, b))
         seq += 1
 
+    def stage_ready(si: int) -> bool:
+        """Stream order: may stage si dispatch now (previous stage done, and the launch gap over)?"""
+        nonlocal seq
+        if launch != "stream" or si == 0:
+            return True
+        prev = stages[si - 1]
+        if done_per_stage[si - 1] < prev.num_tiles:
+            return False
+        start = stage_end[prev.name] + launch_gap
+        if now >= start:
+            return True
+        if si not in woken:   # a wake-up event (no block) at the end of the gap
+            woken.add(si)
+            heapq.heappush(events, (start, seq, None))
+            seq += 1
+        return False
+
     while True:
         # dispatch in queue order while the head block fits
         while qpos < len(queue):
             si, ticket = queue[qpos]
-            if launch == "stream" and si > 0 and done_per_stage[si - 1] < stages[si - 1].num_tiles:
+            if not stage_ready(si):
                 break
             st = stages[si]
             units = cap // st.occupancy
@@ -226,8 +276,8 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
                 free[best] -= units
             qpos += 1
             tile = st.tile_of_ticket(ticket)
-            b = _Block(si, tile, st.steps(tile), units, best, st.tile_time)
-            if b.steps and b.step < len(b.steps):
+            b = _Block(si, tile, st.steps(tile), units, best, st.tile_time * skew_factor(si, tile, skew))
+            if b.steps:
                 advance(b)
             else:
                 heapq.heappush(events, (now + b.dur, seq, b))
@@ -235,6 +285,8 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         if not events:
             break
         now, _, b = heapq.heappop(events)
+        if b is None:               # the launch gap is over: dispatch
+            continue
         if b.step < len(b.steps):   # finished some steps, more to go
             advance(b)
             continue
@@ -262,13 +314,14 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     return res
 
 
-def critical_path(chain: Chain) -> float:
+def critical_path(chain: Chain, skew: float = 0.0) -> float:
     """The finish time on an infinite machine (every block dispatched at time 0)."""
-    return simulate(chain, 1, "ordered", unlimited=True).time
+    return simulate(chain, 1, "ordered", unlimited=True, skew=skew).time
 
 
-def stream_sync_time(chain: Chain, num_sms: int) -> SimResult:
-    """StreamSync: the stages one after the other on one stream, no semaphores."""
+def stream_sync_time(chain: Chain, num_sms: int, launch_gap: float = 0.0, skew: float = 0.0) -> SimResult:
+    """StreamSync: the stages one after the other on one stream, no semaphores, ``launch_gap``
+    between them.  PDL alone is this with ``launch_gap=0``."""
     bare = Chain([Stage(s.name, s.num_tiles, s.occupancy, s.tile_time, None, None, None) for s in chain.stages], {})
     # (no semaphores, so no wait_cost either)
-    return simulate(bare, num_sms, "stream")
+    return simulate(bare, num_sms, "stream", launch_gap=launch_gap, skew=skew)
