@@ -13,8 +13,8 @@ struct Choice {
 };
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0147, ""},
-    {4, "PDL", 0, 0, 0, 1.0159, ""},
+    {1, "StreamSync", 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -24,8 +24,8 @@ inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
   return attention_gpt3_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0177, ""},
-    {4, "PDL", 0, 0, 0, 1.0163, ""},
+    {1, "StreamSync", 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
@@ -35,8 +35,8 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0166, ""},
-    {4, "PDL", 0, 0, 0, 1.021, ""},
+    {1, "StreamSync", 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
@@ -47,7 +47,7 @@ inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
 }
 constexpr Choice attention_gpt3_prompt[] = {
     {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1024, "PDL", 0, 0, 0, 1.001, ""},
     {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
@@ -59,7 +59,7 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
 }
 constexpr Choice attention_gpt3_prompt_causal[] = {
     {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.1144, ""},
+    {1024, "TileSync+PDL", 0, 0, 0, 1.0967, ""},
     {2048, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
@@ -70,8 +70,8 @@ inline const Choice& select_attention_gpt3_prompt_causal(int m) {
   return attention_gpt3_prompt_causal[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp1024[] = {
-    {1, "PDL", 0, 0, 0, 1.0178, ""},
-    {4, "PDL", 0, 0, 0, 1.0261, ""},
+    {1, "StreamSync", 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -81,8 +81,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "PDL", 0, 0, 0, 1.0234, ""},
-    {4, "PDL", 0, 0, 0, 1.0219, ""},
+    {1, "StreamSync", 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -92,8 +92,8 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
   return attention_llama_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
-    {1, "PDL", 0, 0, 0, 1.0321, ""},
-    {4, "PDL", 0, 0, 0, 1.0283, ""},
+    {1, "StreamSync", 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {
@@ -103,9 +103,9 @@ inline const Choice& select_attention_llama_gen_Sp512(int m) {
   return attention_llama_gen_Sp512[n - 1];
 }
 constexpr Choice attention_llama_prompt[] = {
-    {512, "PDL", 0, 0, 0, 1.0095, ""},
+    {512, "StreamSync", 0, 0, 0, 1.0, ""},
     {1024, "StreamSync", 0, 0, 0, 1.0, ""},
-    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
+    {2048, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.0268, ""},
 };
 
 inline const Choice& select_attention_llama_prompt(int m) {
@@ -115,9 +115,9 @@ inline const Choice& select_attention_llama_prompt(int m) {
   return attention_llama_prompt[n - 1];
 }
 constexpr Choice attention_llama_prompt_causal[] = {
-    {512, "PDL", 0, 0, 0, 1.0066, ""},
-    {1024, "RowSync+PDL", 0, 0, 0, 1.0269, ""},
-    {2048, "RowSync+PDL", 0, 0, 0, 1.0198, ""},
+    {512, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1024, "RowSync+PDL", 0, 0, 0, 1.0122, ""},
+    {2048, "RowSync+PDL", 0, 0, 0, 1.0071, ""},
 };
 
 inline const Choice& select_attention_llama_prompt_causal(int m) {
