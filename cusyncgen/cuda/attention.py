@@ -160,8 +160,9 @@ class Attention:
         self.chain = MultiChain(5, k("cusync_wait_kernel", 1))
         self.index = role_index(sh, self.compiled, self.ns)
         self.policy_names = list(configs(self.compiled))
-        # token generation: the QKV GeMM and R V split over K (kernels/splitk.cuh); their fp32
-        # partials and arrival counters (zeroed once: the last block of a tile resets its counter)
+        # token generation: the QKV GeMM, R V and the output GeMM split over K (kernels/splitk.cuh);
+        # their fp32 partials (tile_m x 128 per tile and split) and arrival counters (zeroed once:
+        # the last block of a tile resets its counter)
         self.splits = {**sh.splits(driver.sm_count()), **(splits or {})}
         self.grids = sh.grids(self.splits)
         self.tiles = [math.prod(self.grids[g]) for g in ORDER]  # blocks per launch (the tickets)
