@@ -75,21 +75,31 @@ TERMS = ("all", "launch gap", "none")
 
 
 def predict_from(model: str, M: int, tiles: MlpTiles, occupancy: dict, gpu, terms: str = "all") -> dict:
-    """The wave model's recommendation (cusyncgen plan) for one MLP on `gpu`, with the GPU's
-    calibrated timing terms (gpus.TIMINGS): `terms` "all", only the "launch gap", or "none" (the
-    lockstep model of the paper's tables, on the same tile times). CPU only."""
+    """The wave model's recommendation for one MLP on `gpu` with one set of timing terms
+    (predictions())."""
+    return predictions(model, M, tiles, occupancy, gpu, (terms,))[0]
+
+
+def predictions(model: str, M: int, tiles: MlpTiles, occupancy: dict, gpu, terms=TERMS) -> list[dict]:
+    """The wave model's recommendations (cusyncgen plan) for one MLP on `gpu`, one per entry of
+    `terms`: with the GPU's calibrated timing terms (gpus.TIMINGS) "all", only the "launch gap", or
+    "none" (the lockstep model of the paper's tables, on the same tile times). The .dep is compiled
+    once: the tile times depend only on the tile rate, which every variant keeps. CPU only."""
     from cusyncgen.plan import gpus, planner
-    t = gpus.timing(gpu)
-    if terms not in TERMS:
-        raise ValueError(f"terms: one of {TERMS}")
-    if terms != "all":
-        t = gpus.Timing(tile_tflops=t.tile_tflops, launch_gap_us=t.launch_gap_us if terms == "launch gap" else 0.0)
-    spec = mlp_spec(model, M, tiles, occupancy, t)
-    plan = planner.make_plan(spec, gpu, time_unit="us", wait_cost=t.wait_cost_us,
-                             launch_gap=t.launch_gap_us, skew=t.tail_skew)
-    rec = plan["recommended"]
-    return {"policy": rec["policy"], "speedup": rec["speedup"], "occupancy": dict(occupancy),
-            "time_us": rec["time"], "streamsync_us": plan["streamsync"]["time"]}
+    full = gpus.timing(gpu)
+    spec = mlp_spec(model, M, tiles, occupancy, full)
+    out = []
+    for term in terms:
+        if term not in TERMS:
+            raise ValueError(f"terms: one of {TERMS}")
+        t = full if term == "all" else gpus.Timing(
+            tile_tflops=full.tile_tflops, launch_gap_us=full.launch_gap_us if term == "launch gap" else 0.0)
+        plan = planner.make_plan(spec, gpu, time_unit="us", wait_cost=t.wait_cost_us,
+                                 launch_gap=t.launch_gap_us, skew=t.tail_skew)
+        rec = plan["recommended"]
+        out.append({"policy": rec["policy"], "speedup": rec["speedup"], "occupancy": dict(occupancy),
+                    "time_us": rec["time"], "streamsync_us": plan["streamsync"]["time"]})
+    return out
 
 
 def _plan_gpu(device: str | None):
@@ -119,8 +129,7 @@ def measured_on(rows: list[dict]) -> dict:
     ok = [r for r in rows if r["correct"] and r["config"] not in VENDOR]
     ss = next(r for r in rows if r["config"] == "StreamSync")["time_us"]
     best = min(ok, key=lambda r: r["time_us"])
-    fam = best["config"] if best["config"] in NO_TILE_SYNC else family(best["config"])
-    return {"config": best["config"], "family": fam, "speedup": round(ss / best["time_us"], 4)}
+    return {"config": best["config"], "family": family(best["config"]), "speedup": round(ss / best["time_us"], 4)}
 
 
 def calibration_points(cache: dict, device: str, models=None, sweep=None) -> list:
@@ -140,7 +149,7 @@ def calibration_points(cache: dict, device: str, models=None, sweep=None) -> lis
             measured = {}
             for r in entry["rows"]:
                 if r["correct"] or r["config"] == "StreamSync":
-                    f = r["config"] if r["config"] in NO_TILE_SYNC else family(r["config"])
+                    f = family(r["config"])
                     measured[f] = min(measured.get(f, math.inf), r["time_us"])
             spec = mlp_spec(model, M, tiles, entry["prediction"]["occupancy"])
             points.append(calibrate.Point(model, M, spec, measured))
@@ -165,6 +174,7 @@ def calibrate_cache(cache_path: Path) -> dict:
 
 
 def family(config: str) -> str:
+    """A configuration's policy ("RowSync+PDL+R" -> "RowSync"); StreamSync and PDL are their own."""
     return config.split("+")[0]
 
 
@@ -221,7 +231,7 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
             prediction, lockstep, gap_only = stored, None, None
             if stored and "occupancy" in stored:
                 args = (model, M, default_tiles(model, M), stored["occupancy"], plan_gpu)
-                prediction, gap_only, lockstep = (predict_from(*args, terms=t) for t in TERMS)
+                prediction, gap_only, lockstep = predictions(*args, TERMS)
             # The baseline of every candidate: the fastest StreamSync over all candidate tiles
             base = min((r for r in rows if r["config"] == "StreamSync"), key=lambda r: r["time_us"])
             for r in rows:

@@ -35,7 +35,6 @@ from .waves import fits_in_two_waves, wave_stats
 
 SKEWS = (0.0, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15)   # the grid of tail skews searched
 WAIT_COSTS_US = (0.0, 0.2, 0.4, 0.6, 0.8)             # ... and of wait costs
-NO_TILE_SYNC = ("StreamSync", PDL_ALONE)
 
 
 @dataclass
@@ -58,10 +57,6 @@ class Point:
         return all(wave_stats(g.num_tiles, num_sms, g.occupancy).waves <= 1 for g in self.spec.grids)
 
 
-def _round(v: float, digits: int = 2) -> float:
-    return round(v, digits)
-
-
 def fit_tile_rate(points: Sequence[Point], num_sms: int) -> float:
     """TFLOP/s per SM: median over the points of the simulated StreamSync time at 1 TFLOP/s (the
     lockstep model: no gap, no skew) over the measured one."""
@@ -69,7 +64,7 @@ def fit_tile_rate(points: Sequence[Point], num_sms: int) -> float:
     for p in points:
         bare = build_chain(p.spec, [0] * len(p.spec.deps), False)
         ratios.append(stream_sync_time(bare, num_sms).time / p.measured["StreamSync"])
-    return _round(statistics.median(ratios))
+    return round(statistics.median(ratios), 2)
 
 
 def fit_launch_gap(points: Sequence[Point], num_sms: int) -> float:
@@ -78,7 +73,7 @@ def fit_launch_gap(points: Sequence[Point], num_sms: int) -> float:
     also change how the SMs are packed)."""
     gaps = [p.measured["StreamSync"] - p.measured[PDL_ALONE] for p in points
             if PDL_ALONE in p.measured and p.fits_one_wave(num_sms)]
-    return _round(statistics.median(gaps)) if gaps else 0.0
+    return round(statistics.median(gaps), 2) if gaps else 0.0
 
 
 class _Sim:
