@@ -31,8 +31,9 @@
 //   stage.wait(cusync::Tile{(k0 + F) / ProdBN, t.y, 0}); (SwiGLU: the second half of A too)
 //                                        (issued only when k0 enters a new producer tile)
 //   stage.post(t);                       after the C tile is stored
-// With Reorder = true (the paper's optimization R) the B (weight) k-block copy is issued before
-// the wait, so the independent load overlaps the wait.  The producer of A is a GeMM of this kind
+// With Reorder = true (the paper's optimization R) the B (weight) k-block copies are issued before
+// the waits (all Stages-1 of the prologue before the first one), so the independent loads overlap
+// the wait.  The producer of A is a GeMM of this kind
 // with BN = ProdBN and the same BM (its row tile y holds the same rows).
 //
 // Entry point: CUSYNC_GEMM_KERNEL(name, BM, BN, BK, STAGES, WARPS_M, WARPS_N, Epilogue, SwiGLU,
@@ -461,11 +462,28 @@ __device__ __forceinline__ void gemm_device(const GemmArgs& args, StageT& stage,
     }
   };
 
-  // ---- Prologue: Stages-1 k-tiles in flight.
-  CUTE_UNROLL
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) load_k_tile(s, s);
-    detail::cp_async_fence();
+  // ---- Prologue: Stages-1 k-tiles in flight. With R, every prologue stage's B is issued before
+  // the first wait (cp.async group 0 = B[0..S-2] + A[0], group s = A[s]: waiting for group s still
+  // means k-tile s has landed).
+  if constexpr (Cfg::Reorder) {
+    CUTE_UNROLL
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) load_b((k_range.begin + s) * BK, s);
+    }
+    CUTE_UNROLL
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) {
+        wait_a((k_range.begin + s) * BK);
+        load_a((k_range.begin + s) * BK, s);
+      }
+      detail::cp_async_fence();
+    }
+  } else {
+    CUTE_UNROLL
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) load_k_tile(s, s);
+      detail::cp_async_fence();
+    }
   }
   int read_stage = 0;
   int write_stage = STAGES - 1;
