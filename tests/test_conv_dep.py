@@ -145,3 +145,27 @@ def test_tile_labels_parse_back_and_bad_ones_are_refused():
     assert mc.Tiles.parse(t.label) == t and mc.Tiles.parse(mc.Tiles().label) == mc.Tiles()
     with pytest.raises(ValueError, match="not a Conv2D tile label"):
         mc.Tiles.parse("128x64")
+
+
+def test_split_k_fills_the_sms_only_where_the_tiles_do_not():
+    L4, L1 = mc.LAYERS["L4"], mc.LAYERS["L1"]
+    t = mc.default_tiles(L4)
+    # VGG-19/ResNet-38 L4 at batch 4: 8 x 4 tiles of 72 k-blocks on 132 SMs -> 8 blocks per tile
+    assert mc.grid(L4, 4, t) == (8, 4, 1)
+    assert mc.splits(L4, 4, t, 132) == 8 and mc.grid(L4, 4, t, 8) == (8, 4, 8)
+    # ResNet-38 L4 at batch 1: one pixel tile; capped at 4 k-blocks per block (72 / 4 = 18)
+    assert mc.splits(L4, 1, t, 132) == 18
+    # L1 at batch 1: 49 tiles of 9 k-blocks -> at most 2 splits; past two tiles per SM none
+    assert mc.splits(L1, 1, t, 132) == 2 and mc.splits(L1, 4, t, 132) == 1
+    for m, layer, b in mc.bench_points():
+        L = mc.LAYERS[layer]
+        gx, gy, _ = mc.grid(L, b, t)
+        n = mc.splits(L, b, t, 132)
+        assert n >= 1 and (9 * L.C // t.BK) // n >= mc.SPLIT_MIN_KBLOCKS
+        assert n == 1 or gx * gy < mc.SPLIT_BLOCKS_PER_SM * 132
+
+
+def test_split_k_is_compiled_into_the_kernels_without_a_sync_warp():
+    src, _ = mc.module_source(mc.MODELS["vgg19"], mc.LAYERS["L4"], 8, mc.default_tiles(mc.LAYERS["L4"]))
+    assert "ConvConfig<64, 64, 64, 3, 2, 2, 64, false, true>;" in src.text
+    assert "ConvConfig<64, 64, 64, 3, 2, 2, 64, true, false>;" in src.text

@@ -20,11 +20,19 @@ if ok:
 _chains = {}
 
 
-def _chain(model, layer, batch, sync_warp=None, spread=None):
-    key = (model, layer, batch, sync_warp, spread)
+def _chain(model, layer, batch, sync_warp=None, spread=None, splits=None):
+    """sync_warp=True implies splits=1 (a split-K Conv2D waits in its compute threads)."""
+    splits = 1 if sync_warp else splits
+    key = (model, layer, batch, sync_warp, spread, splits)
     if key not in _chains:
-        _chains[key] = ConvChain(model, layer, batch, debug=True, sync_warp=sync_warp, spread=spread)
+        _chains[key] = ConvChain(model, layer, batch, debug=True, sync_warp=sync_warp, spread=spread, splits=splits)
     return _chains[key]
+
+
+# (sync warp, splits): the compute threads wait with split-K where the layer gets it
+# (modules_conv.splits) and without; the sync warp waits without.
+VARIANTS = [(False, None), (False, 1), (True, 1)]
+VARIANT_IDS = ["thread0-splitk", "thread0", "syncwarp"]
 
 
 def _wrong_configs(chain):
@@ -45,23 +53,25 @@ def _wrong_configs(chain):
 
 
 @pytest.mark.parametrize("model,layer,batch", TEST_POINTS)
-@pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
-def test_every_policy_and_option_matches_the_reference(model, layer, batch, sync_warp):
-    chain = _chain(model, layer, batch, sync_warp)
+@pytest.mark.parametrize("sync_warp,splits", VARIANTS, ids=VARIANT_IDS)
+def test_every_policy_and_option_matches_the_reference(model, layer, batch, sync_warp, splits):
+    chain = _chain(model, layer, batch, sync_warp, splits=splits)
     assert chain.sync_warp_used == sync_warp
+    if splits is None:  # every test point has fewer tiles than two per SM: split-K
+        assert chain.splits > 1 and chain.grid[2] == chain.splits
     # with one channel tile (64 channels) RowSync is the same map as Conv2DTileSync: one policy
     assert set(chain.policy_names) == ({"Conv2DTileSync"} if chain.grid[0] == 1 else {"Conv2DTileSync", "RowSync"})
     failures = _wrong_configs(chain)
     assert not failures, failures
 
 
-@pytest.mark.parametrize("sync_warp", [False, True], ids=["thread0", "syncwarp"])
-def test_dropping_the_waits_is_caught(sync_warp):
+@pytest.mark.parametrize("sync_warp,splits", VARIANTS, ids=VARIANT_IDS)
+def test_dropping_the_waits_is_caught(sync_warp, splits):
     """The same kernels with their waits off read the poisoned producer outputs: the check must
     fail, else it could not catch a race either. 512 channels (a long reduction per tile) in one
     wave, PDL-launched: the consumers start while every producer tile is still being computed."""
     from cusyncgen.cuda import timing
-    chain = _chain("vgg19", "L4", 8, sync_warp)
+    chain = _chain("vgg19", "L4", 8, sync_warp, splits=splits)
     stream = cupy.cuda.Stream(non_blocking=True)
     errs = []
     for seed in range(3):
@@ -78,8 +88,10 @@ def test_dropping_the_waits_is_caught(sync_warp):
 
 
 def test_repeated_launches_and_graph_replays_stay_correct():
+    """Split-K included (VGG-19 L4 batch 8 splits): its arrival counters reset themselves."""
     from cusyncgen.cuda import timing
     chain = _chain("vgg19", "L4", 8)
+    assert chain.splits > 1
     stream = cupy.cuda.Stream(non_blocking=True)
     for cfg in (Config("Conv2DTileSync", "pdl", True, True), Config("RowSync", "waitkernel", True, False)):
         x, ws, bs = chain.buffers(seed=7)

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from cusyncgen.cuda.modules_conv import SPLIT_K
+
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 SWEEP = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096]
 
@@ -205,7 +207,8 @@ def markdown(result: dict) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for M in sorted({r["M"] for r in rows if r["model"] == model}):
             rs = {r["config"]: r for r in rows if r["model"] == model and r["M"] == M}
-            cus = [r for c, r in rs.items() if c not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph") and r["correct"]]
+            cus = [r for c, r in rs.items() if c not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph")
+                   and not c.endswith(SPLIT_K) and r["correct"]]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"])
             ok = all(r["correct"] for r in rs.values())
             spread = rs["StreamSync"].get("baseline_spread")
@@ -213,6 +216,24 @@ def markdown(result: dict) -> str:
                          f"{best['config']} | {best['time_us']:.1f} | {best['speedup_vs_streamsync']:.3f}x | "
                          f"{rs[vendor]['time_us']:.1f} | {rs[vendor + '+graph']['time_us']:.1f} | "
                          f"{rs['floor']['time_us'] if 'floor' in rs else math.nan:.1f} | {'yes' if ok else 'NO'} |")
+        lines.append("")
+    split = [r for r in rows if r["config"] == "StreamSync" + SPLIT_K]
+    if split:
+        lines += ["## Split-K", "",
+                  "Where a layer's tiles leave SMs idle, the chain also ran with each tile's reduction shared by "
+                  "several blocks (kernels/splitk.cuh), every configuration again, same run. 'x' columns: over "
+                  "StreamSync without split-K (the table above) and over StreamSync with split-K.", "",
+                  "| model | M | splits | StreamSync | StreamSync split-K | x | fastest split-K config | time | x (split-K) | "
+                  "fastest overall | x over fastest stream order |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(split, key=lambda r: (r["model"], r["M"])):
+            rs = [x for x in rows if x["model"] == r["model"] and x["M"] == r["M"] and x["correct"]]
+            ss = next(x for x in rs if x["config"] == "StreamSync")
+            sk = min((x for x in rs if x["config"].endswith(SPLIT_K)), key=lambda x: x["time_us"])
+            ours = min((x for x in rs if x["config"] not in (vendor, vendor + "+graph", "floor")), key=lambda x: x["time_us"])
+            stream = min(ss["time_us"], r["time_us"])
+            lines.append(f"| {r['model']} | {r['M']} | {r.get('splits', '-')} | {ss['time_us']:.1f} | {r['time_us']:.1f} | "
+                         f"{ss['time_us'] / r['time_us']:.2f}x | {sk['config'].removesuffix(SPLIT_K)} | {sk['time_us']:.1f} | "
+                         f"{r['time_us'] / sk['time_us']:.3f}x | {ours['config']} | {stream / ours['time_us']:.3f}x |")
         lines.append("")
     if result.get("gemm"):
         lines += ["## GeMM throughput (first GeMM alone, plain kernel vs cuBLAS)", "",
@@ -238,7 +259,8 @@ def plot(result: dict, path: Path) -> None:
         for r in rows:
             if r["model"] != model or r["config"] in ("StreamSync", "floor"):
                 continue
-            fam = r["config"].split("+")[0] if not r["config"].startswith(result.get("vendor", "cuBLAS")) else r["config"]
+            c = r["config"].removesuffix(SPLIT_K)
+            fam = (c.split("+")[0] if not c.startswith(result.get("vendor", "cuBLAS")) else c) + r["config"][len(c):]
             families.setdefault(fam, {}).setdefault(r["M"], []).append(r["speedup_vs_streamsync"] if r["correct"] else 0)
         for fam, by_m in sorted(families.items()):
             ax.plot(range(len(Ms)), [max(by_m.get(M, [math.nan])) for M in Ms], marker="o", label=fam)

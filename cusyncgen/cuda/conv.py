@@ -20,7 +20,8 @@ import cupy
 
 from cusyncgen.cuda import build, driver, timing
 from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
-from cusyncgen.cuda.modules_conv import BATCHES, LAYERS, MODELS, Tiles, bench_points, default_tiles, grid, module_source
+from cusyncgen.cuda.modules_conv import (BATCHES, LAYERS, MODELS, Tiles, bench_points, default_tiles, grid,
+                                         SPLIT_K, module_source, splits as auto_splits)
 from cusyncgen.cuda.stages import Stage
 
 WAIT_INPUT, REORDER = 1, 2  # cusync_kernels::ConvFlags
@@ -30,7 +31,8 @@ class ConvArgs(ctypes.Structure):
     """cusync_kernels::ConvArgs (runtime_cuda/kernels/conv2d.cuh)."""
 
     _fields_ = [("X", ctypes.c_void_p), ("W", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("Y", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("B", "P", "Q", "C", "K", "flags")]
+        (n, ctypes.c_int) for n in ("B", "P", "Q", "C", "K", "flags")] + [
+        ("ws", ctypes.c_void_p), ("counters", ctypes.c_void_p)]
 
 
 @dataclass
@@ -51,6 +53,10 @@ class ConvChain:
     # None: in chains of more than 2 (VGG-19: three early-launched Conv2Ds; on the H200 it turned
     # 0.86-0.93x points of VGG-19 into 1.00-1.07x and changed ResNet-38 by -2% to +2.5%).
     spread: bool | None = None
+    # Blocks per output tile (split-K, kernels/splitk.cuh), the same in every Conv2D of the chain.
+    # None: modules_conv.splits for this GPU (the deep layers' few tiles fill every SM twice), or 1
+    # with sync_warp=True; 1: off.
+    splits: int | None = None
     arch: str | None = None
     _stages: dict = field(default_factory=dict, repr=False)
 
@@ -65,13 +71,22 @@ class ConvChain:
         k = lambda name, extra=0: _opt_in_smem(self.module.kernel(name, t.threads + extra, t.smem))
         self.plain_kernel = k("conv_plain")
         self.wait_kernel = self.module.kernel("cusync_wait_kernel", 1)
-        self.grid = grid(self.layer, self.batch, t)
+        if self.splits is None:  # a sync warp asked for serves a whole K loop: no split-K then
+            self.splits = 1 if self.sync_warp else auto_splits(self.layer, self.batch, t, driver.sm_count())
+        self.grid = grid(self.layer, self.batch, t, self.splits)
         self.num_tiles = self.grid[0] * self.grid[1]
+        self.blocks = self.num_tiles * self.splits  # tickets per launch
+        # fp32 partials and per-tile arrival counters of each Conv2D (they may run at once)
+        ws_len = self.blocks * t.BM * t.BN if self.splits > 1 else 1
+        self.workspaces = [cupy.empty(ws_len, dtype=cupy.float32) for _ in range(self.n)]
+        self.counters = [cupy.zeros(self.num_tiles, dtype=cupy.uint32) for _ in range(self.n)]
         self.sync_warp_used = False
         # Auto: where it costs no occupancy or the grid still fits one wave with it (ResNet-38 and
         # VGG-19 alike). (A 4-Conv2D chain with sync warps once hung in the W ordering under graph
         # replay: fixed by driver.max_shared_carveout below, benchmarks/hang_probe.py.)
-        if self.sync_warp or (self.sync_warp is None and policies):
+        if self.splits > 1 and self.sync_warp:
+            raise ValueError("a split-K Conv2D waits in its compute threads: no sync warp (splits=1 for one)")
+        if self.splits == 1 and (self.sync_warp or (self.sync_warp is None and policies)):
             self.sync_warp_used = bool(self.sync_warp) or driver.sync_warp_pays(
                 self.num_tiles, k(f"conv2_{policies[0][1]}_S", 32), self.plain_kernel)
         sw = lambda i, name: k(f"conv{i + 1}_{name}_S", 32) if i > 0 and self.sync_warp_used else k(f"conv{i + 1}_{name}")
@@ -80,15 +95,15 @@ class ConvChain:
             # W may run: all its blocks must be resident at once (driver.max_shared_carveout)
             driver.max_shared_carveout(k for ks in self.kernels.values() for k in ks)
         self.spread_smem: dict[str, int] = {}
-        if (self.spread if self.spread is not None else self.n > 2) and self.num_tiles <= driver.sm_count():
+        if (self.spread if self.spread is not None else self.n > 2) and self.blocks <= driver.sm_count():
             self.spread_smem = driver.apply_spread(
                 [self.plain_kernel] + [ks[i] for ks in self.kernels.values() for i in range(1, self.n)],
                 driver.block_smem(self.plain_kernel))
             # room for a padded block beside a producer block (implicit GeMM: cp.async, no use for L1)
             driver.max_shared_carveout([self.plain_kernel] + [k for ks in self.kernels.values() for k in ks])
-        self.plain_stages = [Stage(f"conv{i + 1}", i, 0) for i in range(self.n)]
+        self.plain_stages = [Stage(f"conv{i + 1}", i, 0, splits=self.splits) for i in range(self.n)]
         for label, _, sems in policies:
-            stages = [Stage(f"conv{i + 1}", i, sems[i]) for i in range(self.n)]
+            stages = [Stage(f"conv{i + 1}", i, sems[i], splits=self.splits) for i in range(self.n)]
             for i in range(1, self.n):
                 stages[i].depends_on(stages[i - 1], 0, f"conv{i}")
             self._stages[label] = stages
@@ -130,7 +145,7 @@ class ConvChain:
     def occupancy_ok_without_ordering(self) -> bool:
         """W (no wait-kernel, no PDL) is safe only when every grid of the chain fits at once."""
         ks = next(iter(self.kernels.values()), [self.plain_kernel] * self.n)
-        return driver.resident_at_once([(self.num_tiles, driver.max_active_blocks(k)) for k in ks])
+        return driver.resident_at_once([(self.blocks, driver.max_active_blocks(k)) for k in ks])
 
     def configs(self) -> list[Config]:
         out = [STREAM_SYNC, PDL_ALONE]
@@ -150,7 +165,8 @@ class ConvChain:
         L = self.layer
         src = x if i == 0 else ys[i - 1]
         return ConvArgs(X=src.data.ptr, W=ws[i].data.ptr, bias=bs[i].data.ptr, Y=ys[i].data.ptr,
-                        B=self.batch, P=L.P, Q=L.Q, C=L.C, K=L.C, flags=flags)
+                        B=self.batch, P=L.P, Q=L.Q, C=L.C, K=L.C, flags=flags,
+                        ws=self.workspaces[i].data.ptr, counters=self.counters[i].data.ptr)
 
     def run(self, main: cupy.cuda.Stream, cfg: Config, x, ws, bs, ys, wait_input: bool = True) -> None:
         """One chain under `cfg`. wait_input=False drops the waits (tests: a race must be caught)."""
@@ -178,7 +194,7 @@ class ConvChain:
         fork.record(main)
         for s in self.streams:
             s.wait_event(fork)
-        tiles = ctypes.c_ulonglong(self.num_tiles)
+        tiles = ctypes.c_ulonglong(self.blocks)
         for i in range(n):
             s = self.streams[i]
             if i > 0 and cfg.ordering == "waitkernel":
@@ -240,21 +256,12 @@ def torch_chain(chain: ConvChain, x, ws, bs):
     return fn
 
 
-def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None,
-                  sync_warp: bool | None = None, spread: bool | None = None, tiles: Tiles | None = None) -> list[dict]:
-    from cusyncgen.cuda import baselines
-    import torch
-    chain = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp,
-                      **({} if spread is None else {"spread": spread}))
-    sets = [chain.buffers(seed=seed + s) for s in range(3)]
-    outs = [chain.outputs() for _ in sets]
+def _time_chain(chain: ConvChain, cfgs, suffix: str, sets, outs, refs, stream, iters: int) -> list[dict]:
+    """Rows of every configuration of `chain` (names + suffix). StreamSync (the first one) is timed
+    first and again last: its row keeps the faster of the two, and every row records their
+    difference (the run's noise), as in bench mlp."""
     x, ws, bs = sets[0]
-    refs = chain.reference(x, ws, bs)
-    name = chain.label
     rows = []
-    cfgs = list(configs or chain.configs())
-    # StreamSync (the first configuration) is timed first and again last: the baseline is the
-    # faster of the two and their difference is recorded (the run's noise), as in bench mlp.
     for i, cfg in enumerate(cfgs + cfgs[:1]):
         chain.poison(outs[0])
         chain.run(stream, cfg, x, ws, bs, outs[0])
@@ -265,16 +272,40 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
         del graphs
         chain.check_stages()
         if i == len(cfgs):
-            base = timing.settle_baseline(rows, t, err < TOL)
-            break
-        rows.append({"model": name, "M": batch, "config": cfg.name, "time_us": round(t, 2), "correct": err < TOL,
-                     "rel_err": err, "tiles": chain.tiles.label, "grid": list(chain.grid[:2]),
-                     "sync_warp": chain.sync_warp_used, "spread": bool(chain.spread_smem)})
+            timing.settle_baseline(rows, t, err < TOL)
+            return rows
+        rows.append({"model": chain.label, "M": chain.batch, "config": cfg.name + suffix, "time_us": round(t, 2),
+                     "correct": err < TOL, "rel_err": err, "tiles": chain.tiles.label, "grid": list(chain.grid[:2]),
+                     "splits": chain.splits, "sync_warp": chain.sync_warp_used, "spread": bool(chain.spread_smem)})
+    return rows
+
+
+def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: int = 0, configs=None,
+                  sync_warp: bool | None = None, spread: bool | None = None, tiles: Tiles | None = None) -> list[dict]:
+    """Rows of one (model, layer, batch): every configuration on the chain without split-K (the
+    paper's comparison: StreamSync and the policies on the same kernels), then, where the layer
+    gets split-K (modules_conv.splits, not with a sync warp), every configuration again on the
+    split chain (names + SPLIT_K), then cuDNN. speedup_vs_streamsync is over StreamSync without split-K."""
+    from cusyncgen.cuda import baselines
+    import torch
+    opts = {} if spread is None else {"spread": spread}
+    chain = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp, splits=1, **opts)
+    sets = [chain.buffers(seed=seed + s) for s in range(3)]
+    outs = [chain.outputs() for _ in sets]
+    x, ws, bs = sets[0]
+    refs = chain.reference(x, ws, bs)
+    rows = _time_chain(chain, list(configs or chain.configs()), "", sets, outs, refs, stream, iters)
+    if not sync_warp and auto_splits(chain.layer, batch, chain.tiles, driver.sm_count()) > 1:
+        split = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp, **opts)
+        rows += _time_chain(split, list(configs or split.configs()), SPLIT_K, sets, outs, refs, stream, iters)
+    base = rows[0]["time_us"]
+    for r in rows:
+        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
     torch.backends.cudnn.benchmark = True
     fn = torch_chain(chain, x, ws, bs)
     terr = rel_err([cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:])
     for cname, t in (("cuDNN", baselines.time_eager(fn, iters)), ("cuDNN+graph", baselines.graph_time(fn, iters))):
-        rows.append({"model": name, "M": batch, "config": cname, "time_us": round(t, 2),
+        rows.append({"model": chain.label, "M": batch, "config": cname, "time_us": round(t, 2),
                      "speedup_vs_streamsync": round(base / t, 4), "correct": terr < TOL, "rel_err": terr})
     return rows
 
@@ -296,12 +327,19 @@ def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_
         rows += point
         timing.save_partial("conv2d", rows)
         if progress:
-            cus = [r for r in point if r["correct"] and r["config"] not in ("StreamSync", "PDL", "cuDNN", "cuDNN+graph")]
+            cus = [r for r in point if r["correct"] and r["config"] not in ("StreamSync", "PDL", "cuDNN", "cuDNN+graph")
+                   and not r["config"].endswith(SPLIT_K)]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None
             cud = next(r for r in point if r["config"] == "cuDNN+graph")
+            split = [r for r in point if r["config"].endswith(SPLIT_K) and r["correct"]]
+            sk = ""
+            if split:
+                fastest = min(split, key=lambda r: r["time_us"])
+                sk = (f", split-K x{split[0]['splits']}: StreamSync {split[0]['time_us']:.1f} us, "
+                      f"fastest {fastest['config']} {fastest['time_us']:.1f} us")
             print(f"[{i + 1}/{len(work)}] {m}-{layer} B={b}: StreamSync {point[0]['time_us']:.1f} us, "
                   + (f"best {best['config']} {best['time_us']:.1f} us ({best['speedup_vs_streamsync']:.3f}x)" if best else "no correct policy")
-                  + f", cuDNN+graph {cud['time_us']:.1f} us, all correct: {all(r['correct'] for r in point)} "
+                  + sk + f", cuDNN+graph {cud['time_us']:.1f} us, all correct: {all(r['correct'] for r in point)} "
                   f"[{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
         cupy.get_default_memory_pool().free_all_blocks()
     return {"device": driver.device_name(), "workload": "conv2d", "vendor": "cuDNN", "rows": rows}

@@ -73,8 +73,10 @@ class Tiles:
         return self.config()
 
     def config(self, sync_warp: bool = False) -> str:
+        """Kernels without a sync warp honour their stage's splits (split-K, kernels/splitk.cuh)."""
+        low = lambda b: str(b).lower()
         return (f"cusync_kernels::ConvConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, "
-                f"{self.warps_m}, {self.warps_n}, {self.BN}, {str(sync_warp).lower()}>")
+                f"{self.warps_m}, {self.warps_n}, {self.BN}, {low(sync_warp)}, {low(not sync_warp)}>")
 
     @property
     def threads(self) -> int:
@@ -109,8 +111,26 @@ def default_tiles(layer: Layer) -> Tiles:
     return tiles
 
 
-def grid(layer: Layer, batch: int, tiles: Tiles) -> tuple[int, int, int]:
-    return (layer.C // tiles.BN, -(-batch * layer.P * layer.Q // tiles.BM), 1)
+def grid(layer: Layer, batch: int, tiles: Tiles, splits: int = 1) -> tuple[int, int, int]:
+    """(channel tiles, pixel tiles, splits): a split Conv2D's z extent is its splits (stage.h)."""
+    return (layer.C // tiles.BN, -(-batch * layer.P * layer.Q // tiles.BM), splits)
+
+
+# Split-K (kernels/splitk.cuh): at least this many k-blocks per block, and blocks enough for two
+# per SM at most.
+SPLIT_MIN_KBLOCKS = 4
+SPLIT_BLOCKS_PER_SM = 2
+SPLIT_K = "/split-K"  # bench rows of the split chain: configuration name + SPLIT_K
+
+
+def splits(layer: Layer, batch: int, tiles: Tiles, sms: int) -> int:
+    """Blocks per output tile. The deep layers have few pixel tiles and long reductions (L4 at
+    batch 4: 32 tiles of 72 k-blocks on 132 SMs): each tile's 9*C/BK k-blocks are shared by enough
+    blocks to give every SM two (rounded to the nearest split count), keeping SPLIT_MIN_KBLOCKS per
+    block; 1 where the tiles alone fill the SMs."""
+    gx, gy, _ = grid(layer, batch, tiles)
+    k_blocks = 9 * layer.C // tiles.BK
+    return max(1, min(int(SPLIT_BLOCKS_PER_SM * sms / (gx * gy) + 0.5), k_blocks // SPLIT_MIN_KBLOCKS))
 
 
 def compile_dep(model: Model, layer: Layer, batch: int, tiles: Tiles):

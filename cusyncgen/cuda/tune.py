@@ -21,6 +21,7 @@ from pathlib import Path
 from cusyncgen.cuda import build
 from cusyncgen.cuda.bench import RESULTS, SWEEP, slug
 from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles
+from cusyncgen.cuda.modules_conv import SPLIT_K
 
 def tile_candidates(model: str, M: int) -> list[MlpTiles]:
     """The default tiles for M and alternatives whose waves differ: for GPT-3 past M = 64, 128x128
@@ -174,8 +175,9 @@ def calibrate_cache(cache_path: Path) -> dict:
 
 
 def family(config: str) -> str:
-    """A configuration's policy ("RowSync+PDL+R" -> "RowSync"); StreamSync and PDL are their own."""
-    return config.split("+")[0]
+    """A configuration's policy ("RowSync+PDL+R" -> "RowSync", "PDL/split-K" -> "PDL"); StreamSync
+    and PDL are their own."""
+    return config.removesuffix(SPLIT_K).split("+")[0]
 
 
 def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str | None = None) -> dict:
@@ -320,6 +322,9 @@ def matches_within_noise(prediction: dict | None, rows: list[dict]) -> bool:
 
 
 VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
+# Stream-ordered rows of a bench: the chain's kernels, and (Conv2D) the same chain with split-K
+# (modules_conv.SPLIT_K): the baseline is the fastest of them.
+STREAM_ORDER = ("StreamSync", "StreamSync" + SPLIT_K)
 
 
 def choose_from_bench(result) -> dict:
@@ -339,13 +344,13 @@ def choose_from_bench(result) -> dict:
                 groups.setdefault((r["model"], r["M"]), []).append(r)
     choices = []
     for (model, M), rows in sorted(groups.items()):
-        base = min((r for r in rows if r["config"] == "StreamSync"), key=lambda r: r["time_us"])
+        base = min((r for r in rows if r["config"] in STREAM_ORDER), key=lambda r: r["time_us"])
         best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"])
         speed = round(base["time_us"] / best["time_us"], 4)
         tiles = best.get("tiles", "default")
-        same = min(r["time_us"] for r in rows if r["config"] == "StreamSync" and r.get("tiles", "default") == tiles)
+        same = min(r["time_us"] for r in rows if r["config"] in STREAM_ORDER and r.get("tiles", "default") == tiles)
         choices.append({"model": model, "M": M, "config": best["config"], "tiles": tiles, "tile_cfg": None,
-                        "sync_warp": best.get("sync_warp") if best["config"] not in ("StreamSync", "PDL") else None,
+                        "sync_warp": best.get("sync_warp") if best["config"] not in STREAM_ORDER + ("PDL",) else None,
                         "time_us": best["time_us"], "streamsync_us": base["time_us"], "speedup_vs_streamsync": speed,
                         "speedup_same_tiles": round(same / best["time_us"], 4), "predicted": None,
                         "measured_family": family(best["config"]),

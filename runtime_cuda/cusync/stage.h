@@ -164,10 +164,11 @@ struct CuStage {
     last_sem0 = -1;
     last_sem1 = -1;
     if (args.flags & kCustomOrder) {
-      // split-K: the tickets of a launch take every tile in the generated order, splits() times
+      // split-K: the tickets of a launch take the tiles in the generated order, each tile's
+      // splits() blocks in a row, so tiles complete (and post) in that order wave after wave
       const int i = static_cast<int>(t % blocks);
-      self = Order::tile(i % num_tiles);
-      split_ = i / num_tiles;
+      self = Order::tile(i / splits());
+      split_ = i % splits();
     } else {
       self = Tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z) / splits()};
       split_ = static_cast<int>(blockIdx.z) % splits();

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <kernels/sm80_tile.cuh>
+#include <kernels/splitk.cuh>
 #include <cusync/sync.h>
 #include <cusync/tile.h>
 
@@ -47,9 +48,14 @@ struct ConvArgs {
   half* Y;           // [B, P, Q, K]
   int B, P, Q, C, K;
   int flags;         // ConvFlags
+  // Split-K (ConvConfig::SplitK, the stage's splits() > 1; kernels/splitk.cuh): fp32 partials
+  // float[tiles * splits * BM * BN] and one arrival counter per tile, zeroed once.
+  float* ws;
+  unsigned* counters;
 };
 
-template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int ProdBN_ = BN_, bool SyncWarp_ = false>
+template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int ProdBN_ = BN_, bool SyncWarp_ = false,
+          bool SplitK_ = false>
 struct ConvConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, Stages = Stages_;
   static constexpr int WarpsM = WarpsM_, WarpsN = WarpsN_, ProdBN = ProdBN_;
@@ -57,6 +63,10 @@ struct ConvConfig : Sm80Tile<BM_, BN_, BK_, Stages_, WarpsM_, WarpsN_> {
   // SyncWarp: one more warp that does the waits (as gemm.cuh's GemmConfig::SyncWarp).
   static constexpr bool SyncWarp = SyncWarp_;
   static constexpr int kBlockThreads = kThreads + (SyncWarp ? 32 : 0);
+  // SplitK: the block honours its stage's splits() (one K range of its tile per block); not with
+  // a sync warp, which serves the waits of the whole K loop.
+  static constexpr bool SplitK = SplitK_;
+  static_assert(!(SplitK && SyncWarp), "split-K Conv2Ds wait in their compute threads");
   static constexpr int kSmemBytes = Stages * (BM * BK + BN * BK) * 2;
 
   static_assert(BM == 64 || BM == 128, "BM must be 64 or 128");
@@ -95,7 +105,7 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   const int M = args.B * P * Q;
   const int ldw = 9 * C;
   const int cblocks = C / BK;
-  const int k_tiles = 9 * cblocks;
+  const int k_tiles_all = 9 * cblocks;
 
   // The k-block kt's A rows are the pixel rows [m0, m0 + rows_valid) shifted by dr*Q + ds: the
   // producer's channel tile px of the pixel tiles [lo/BM, hi/BM] (i-th of them: py = lo/BM + i).
@@ -117,11 +127,11 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
     t = stage.start(THREADS);
     if (tid >= THREADS) {
       if (!(args.flags & kConvWaitInput)) {
-        if ((tid & 31) == 0) cusync::st_release_cta(&s_ready, static_cast<uint32_t>(k_tiles));
+        if ((tid & 31) == 0) cusync::st_release_cta(&s_ready, static_cast<uint32_t>(k_tiles_all));
         return;
       }
       const int m0_ = t.y * BM, rows_ = min(BM, M - m0_);
-      stage.template serve<1>(k_tiles, &s_ready, [=](int kt, int i, cusync::Tile& pt) {
+      stage.template serve<1>(k_tiles_all, &s_ready, [=](int kt, int i, cusync::Tile& pt) {
         return producer_tile(m0_, rows_, kt, i, pt);
       });
       return;
@@ -132,6 +142,20 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   const int m0 = t.y * BM;
   const int n0 = t.x * BN;
   const int rows_valid = min(BM, M - m0);
+
+  // Split-K: this block computes k-blocks [kt0, kt0 + k_tiles) of its tile.
+  int split = 0, splits = 1;
+  if constexpr (Cfg::SplitK) {
+    splits = stage.splits();
+    split = stage.split();
+    if (splits > 1 && (args.ws == nullptr || args.counters == nullptr)) {
+      if (tid == 0) printf("cusync Conv2D: split-K needs a workspace and counters\n");
+      __trap();
+    }
+  }
+  const SplitRange k_range = split_range(k_tiles_all, split, splits);
+  const int kt0 = k_range.begin;
+  const int k_tiles = k_range.end - k_range.begin;
 
   half_t* sA_ptr = reinterpret_cast<half_t*>(smem);
   half_t* sB_ptr = sA_ptr + cosize(typename Cfg::SmemLayoutA{});
@@ -201,7 +225,8 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
       stage.wait(cusync::Tile{px, py, 0});
     }
   };
-  auto load_k_tile = [&](int kt, int s) {
+  auto load_k_tile = [&](int kt, int s) {  // kt counts from this block's first k-block
+    kt += kt0;
     if (args.flags & kConvReorder) {
       load_b(kt, s);
       wait_a(kt);
@@ -236,11 +261,28 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
     copy(s2r_b, tXsB(_, _, kb, s), tXrB(_, _, kb));
   };
 
-  // ---- Prologue: Stages-1 k-tiles in flight.
-  CUTE_UNROLL
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) load_k_tile(s, s);
-    detail::cp_async_fence();
+  // ---- Prologue: Stages-1 k-tiles in flight. With R, every prologue stage's weights are issued
+  // before the first wait (cp.async group 0 = B[0..S-2] + A[0], group s = A[s]: waiting for group
+  // s still means k-block s has landed).
+  if (args.flags & kConvReorder) {
+    CUTE_UNROLL
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) load_b(kt0 + s, s);
+    }
+    CUTE_UNROLL
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) {
+        wait_a(kt0 + s);
+        load_a(kt0 + s, s);
+      }
+      detail::cp_async_fence();
+    }
+  } else {
+    CUTE_UNROLL
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) load_k_tile(s, s);
+      detail::cp_async_fence();
+    }
   }
   int read_stage = 0, write_stage = STAGES - 1, next_k_tile = STAGES - 1;
   detail::cp_async_wait<STAGES - 2>();
@@ -273,6 +315,28 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
   Tensor cC = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
   Tensor tCcC = thr_mma.partition_C(cC);
   half* gY = args.Y + (long long)m0 * args.K + n0;
+  if constexpr (Cfg::SplitK) {
+    if (splits > 1) {
+      // fp32 partial of the valid rows to the workspace; the last split's block sums (in split
+      // order), adds the bias, applies the ReLU, stores and alone posts.
+      const long long tile = (long long)t.y * (args.K / BN) + t.x;
+      float* slot0 = args.ws + tile * splits * (BM * BN);
+      float* mine = slot0 + (long long)split * (BM * BN);
+      CUTE_UNROLL
+      for (int i = 0; i < size(accum); i += 2) {
+        const int r = get<0>(tCcC(i));
+        const int c = get<1>(tCcC(i));
+        if (r < rows_valid) *reinterpret_cast<float2*>(mine + r * BN + c) = make_float2(accum(i), accum(i + 1));
+      }
+      if (!splitk_arrive(args.counters + tile, splits)) return;
+      const half* bias = args.bias + n0;
+      splitk_reduce_store<BM, BN, THREADS>(
+          slot0, splits, rows_valid, gY, args.K, [=](float v, int c) { return fmaxf(v + __half2float(bias[c]), 0.f); },
+          tid);
+      stage.post(t);
+      return;
+    }
+  }
   CUTE_UNROLL
   for (int i = 0; i < size(accum); i += 2) {
     const int r = get<0>(tCcC(i));

@@ -5,7 +5,8 @@
 // that block posts, so the semaphore values the generated policies expect are unchanged.
 //
 // Used where a grid of one block per tile leaves most SMs idle: the QKV GeMM and T = R V of token
-// generation (M = B <= 4 rows, K up to 12288; attention.cuh). The counter pattern is the CUDA
+// generation (M = B <= 4 rows, K up to 12288; attention.cuh), and Conv2Ds of few pixel tiles and
+// long reductions (9 * C up to 4608; conv2d.cuh). The counter pattern is the CUDA
 // programming guide's threadFenceReduction: every thread fences its partial's stores, one thread
 // counts the arrival; the last block fences again before it reads the others' partials through L2.
 //
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <type_traits>
 
 namespace cusync_kernels {
 
@@ -47,20 +49,50 @@ __device__ __forceinline__ bool splitk_arrive(unsigned* counter, int splits) {
   return last;
 }
 
-// The last block: out[r, c] = epi(sum over splits of the partials), r < rows, c < COLS (even),
-// fp16 pairs; THREADS threads (those with tid < THREADS) share the work.
+// The last block: out[r, c] = epi(sum over splits of the partials) (or epi(sum, c)), r < rows, c < COLS,
+// fp16; THREADS threads (those with tid < THREADS) share the work. Each thread keeps CHUNK float4s
+// of the sum in registers and reads them split by split, CHUNK loads in flight at a time: a 64 x 64
+// fp32 tile is one pass of `splits` L2 round trips (one float2 at a time, it was 16 x splits of
+// them, ~10 us on a Conv2D tile of 3 splits).
 template <int ROWS, int COLS, int THREADS, class Epi>
 __device__ __forceinline__ void splitk_reduce_store(const float* slot0, int splits, int rows, half* out, long long ldo,
                                                     Epi epi, int tid) {
-  for (int e = tid * 2; e < rows * COLS; e += THREADS * 2) {
-    const int r = e / COLS, c = e % COLS;
-    float2 acc = make_float2(0.f, 0.f);
-    for (int s = 0; s < splits; ++s) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(slot0 + (long long)s * ROWS * COLS + r * COLS + c));
-      acc.x += v.x;
-      acc.y += v.y;
+  static_assert(COLS % 4 == 0, "rows of whole float4s");
+  constexpr int CHUNK = 8;
+  const int n = rows * COLS;  // the valid rows' elements, row-major in every slot
+  for (int base = tid * 4; base < n; base += THREADS * 4 * CHUNK) {
+    float4 acc[CHUNK];
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < splits; ++s) {  // split order: the sum does not depend on who is last
+      const float* slot = slot0 + (long long)s * ROWS * COLS;
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j) {
+        const int e = base + j * THREADS * 4;
+        if (e < n) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(slot + e));
+          acc[j].x += v.x;
+          acc[j].y += v.y;
+          acc[j].z += v.z;
+          acc[j].w += v.w;
+        }
+      }
     }
-    *reinterpret_cast<__half2*>(out + r * ldo + c) = __floats2half2_rn(epi(acc.x), epi(acc.y));
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) {
+      const int e = base + j * THREADS * 4;
+      if (e < n) {
+        const int r = e / COLS, c = e % COLS;
+        __half2* dst = reinterpret_cast<__half2*>(out + r * ldo + c);
+        if constexpr (std::is_invocable_v<Epi, float, int>) {  // epilogues that need the column (bias)
+          dst[0] = __floats2half2_rn(epi(acc[j].x, c), epi(acc[j].y, c + 1));
+          dst[1] = __floats2half2_rn(epi(acc[j].z, c + 2), epi(acc[j].w, c + 3));
+        } else {
+          dst[0] = __floats2half2_rn(epi(acc[j].x), epi(acc[j].y));
+          dst[1] = __floats2half2_rn(epi(acc[j].z), epi(acc[j].w));
+        }
+      }
+    }
   }
 }
 
