@@ -90,6 +90,31 @@ def test_choice_across_tile_runs_reports_its_tiles_and_both_baselines():
     assert (c["speedup_vs_streamsync"], c["speedup_same_tiles"]) == (round(10 / 9, 4), round(12 / 9, 4))
 
 
+def test_split_k_rows_are_candidates_and_their_stream_order_a_baseline():
+    """Conv2D benches time every configuration again on the split-K chain ('/split-K'): the choice
+    may be one of them, the baseline is the fastest stream order of either chain, and the family of
+    a split configuration is its policy's."""
+    bench = {"device": "Test GPU", "workload": "conv2d", "rows": [
+        _row("L4", 4, "StreamSync", 150.0), _row("L4", 4, "RowSync+PDL+R", 140.0),
+        _row("L4", 4, "StreamSync/split-K", 62.0), _row("L4", 4, "PDL/split-K", 60.0),
+        _row("L4", 4, "RowSync+PDL+R/split-K", 80.0)]}
+    (c,) = tune.choose_from_bench(bench)["choices"]
+    assert (c["config"], c["streamsync_us"], c["measured_family"]) == ("PDL/split-K", 62.0, "PDL")
+    assert c["speedup_vs_streamsync"] == round(62 / 60, 4)
+    assert tune.family("RowSync+PDL+R/split-K") == "RowSync" and tune.family("StreamSync/split-K") == "StreamSync"
+
+
+def test_bench_markdown_keeps_split_rows_out_of_the_same_kernel_column():
+    from cusyncgen.cuda import bench
+    rows = [dict(_row("L4", 4, c, t), baseline_spread=0.01, splits=8 if c.endswith("/split-K") else 1,
+                 speedup_vs_streamsync=150.0 / t)
+            for c, t in (("StreamSync", 150.0), ("PDL", 149.0), ("RowSync+PDL+R", 140.0), ("StreamSync/split-K", 62.0),
+                         ("TileSync+PDL/split-K", 61.0), ("cuDNN", 140.0), ("cuDNN+graph", 65.0))]
+    text = bench.markdown({"device": "X", "workload": "conv2d", "vendor": "cuDNN", "rows": rows})
+    assert "| RowSync+PDL+R | 140.0 | 1.071x |" in text   # the paper's comparison: same kernels, no split
+    assert "| L4 | 4 | 8 | 150.0 | 62.0 | 2.42x | TileSync+PDL | 61.0 | 1.016x | TileSync+PDL/split-K | 1.016x |" in text
+
+
 def _mrow(config, t, spread=None, correct=True):
     r = {"config": config, "time_us": t, "correct": correct}
     if spread is not None:

@@ -369,7 +369,8 @@ def report(result: dict) -> str:
     if fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
                   f"{result['workload']}` measured (one or more runs: sync warps auto/on, spread on/off, the "
-                  "default and the other tile shape of `bench --tiles`; every generated policy x the orderings and R), "
+                  "default and the other tile shape of `bench --tiles`; every generated policy x the orderings and R; "
+                  "Conv2D: each also with split-K where the layer gets it, '/split-K'), "
                   "StreamSync and PDL alone included, and its speed-up over the fastest StreamSync of those runs "
                   "('same tiles': over the fastest StreamSync on the chosen tiles). '(sync warp)': the waiting "
                   "kernels of the chosen run had one.", ""]
