@@ -306,7 +306,13 @@ __device__ __forceinline__ void conv2d_device(const ConvArgs& args, StageT& stag
       // order), adds the bias, applies the ReLU, stores and alone posts.
       const long long tile = (long long)t.y * (args.K / BN) + t.x;
       float* slot0 = args.ws + tile * splits * (BM * BN);
-      splitk_store_partial<BN>(accum, tCcC, slot0 + (long long)split * (BM * BN), rows_valid);
+      float* mine = slot0 + (long long)split * (BM * BN);
+      CUTE_UNROLL
+      for (int i = 0; i < size(accum); i += 2) {
+        const int r = get<0>(tCcC(i));
+        const int c = get<1>(tCcC(i));
+        if (r < rows_valid) *reinterpret_cast<float2*>(mine + r * BN + c) = make_float2(accum(i), accum(i + 1));
+      }
       if (!splitk_arrive(args.counters + tile, splits)) return;
       const half* bias = args.bias + n0;
       splitk_reduce_store<BM, BN, THREADS>(

@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cuda_fp16.h>
-#include <cute/tensor.hpp>
 #include <type_traits>
 
 namespace cusync_kernels {
@@ -30,19 +29,6 @@ __device__ __forceinline__ SplitRange split_range(int k_tiles, int split, int sp
   const int q = k_tiles / splits, r = k_tiles % splits;
   const int begin = split * q + min(split, r);
   return SplitRange{begin, begin + q + (split < r ? 1 : 0)};
-}
-
-// Every block: its fp32 partial of the tile's valid rows into its slot (float[ROWS * COLS], row
-// r at r * COLS), from the MMA accumulators; tCcC maps accumulator i to (row, column), and i + 1
-// is column + 1 for even i.
-template <int COLS, class Accum, class Coords>
-__device__ __forceinline__ void splitk_store_partial(const Accum& accum, const Coords& tCcC, float* slot, int rows) {
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(accum); i += 2) {
-    const int r = cute::get<0>(tCcC(i));
-    const int c = cute::get<1>(tCcC(i));
-    if (r < rows) *reinterpret_cast<float2*>(slot + r * COLS + c) = make_float2(accum(i), accum(i + 1));
-  }
 }
 
 // Called by every thread of the block after its partial is stored: true in the block that arrives
