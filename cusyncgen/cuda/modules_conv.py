@@ -116,8 +116,8 @@ def grid(layer: Layer, batch: int, tiles: Tiles, splits: int = 1) -> tuple[int, 
     return (layer.C // tiles.BN, -(-batch * layer.P * layer.Q // tiles.BM), splits)
 
 
-# Split-K (kernels/splitk.cuh): at least this many k-blocks per block, and blocks enough for two
-# per SM at most.
+# Split-K (kernels/splitk.cuh): at least this many k-blocks per block, and about this many blocks
+# per SM (the split count is rounded to the nearest).
 SPLIT_MIN_KBLOCKS = 4
 SPLIT_BLOCKS_PER_SM = 2
 SPLIT_K = "/split-K"  # bench rows of the split chain: configuration name + SPLIT_K
