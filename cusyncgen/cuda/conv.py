@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import cupy
 
 from cusyncgen.cuda import build, driver, timing
+from cusyncgen.cuda.bench import is_policy, rel_err as rel_err_one
 from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
 from cusyncgen.cuda.modules_conv import (BATCHES, LAYERS, MODELS, Tiles, bench_points, default_tiles, grid,
                                          SPLIT_K, module_source, splits as auto_splits)
@@ -233,8 +234,7 @@ def _opt_in_smem(kernel):
 
 def rel_err(ys, refs) -> float:
     """The largest relative error (Frobenius) over the chain's outputs; inf on a NaN/inf."""
-    from cusyncgen.cuda.bench import rel_err as one
-    return max((one(y, ref) for y, ref in zip(ys, refs)), default=0.0)
+    return max((rel_err_one(y, ref) for y, ref in zip(ys, refs)), default=0.0)
 
 
 TOL = 1e-2
@@ -295,8 +295,9 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
     x, ws, bs = sets[0]
     refs = chain.reference(x, ws, bs)
     rows = _time_chain(chain, list(configs or chain.configs()), "", sets, outs, refs, stream, iters)
-    if not sync_warp and auto_splits(chain.layer, batch, chain.tiles, driver.sm_count()) > 1:
-        split = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp, **opts)
+    n = 1 if sync_warp else auto_splits(chain.layer, batch, chain.tiles, driver.sm_count())
+    if n > 1:
+        split = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp, splits=n, **opts)
         rows += _time_chain(split, list(configs or split.configs()), SPLIT_K, sets, outs, refs, stream, iters)
     base = rows[0]["time_us"]
     for r in rows:
@@ -327,8 +328,7 @@ def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_
         rows += point
         timing.save_partial("conv2d", rows)
         if progress:
-            cus = [r for r in point if r["correct"] and r["config"] not in ("StreamSync", "PDL", "cuDNN", "cuDNN+graph")
-                   and not r["config"].endswith(SPLIT_K)]
+            cus = [r for r in point if r["correct"] and is_policy(r["config"], "cuDNN")]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"]) if cus else None
             cud = next(r for r in point if r["config"] == "cuDNN+graph")
             split = [r for r in point if r["config"].endswith(SPLIT_K) and r["correct"]]
