@@ -306,6 +306,7 @@ class Attention:
             for ordering in ("waitkernel", "pdl"):
                 for r in ((False, True) if reorder else (False,)):
                     out.append(Config(p, ordering, True, r))
+                    out.append(Config(p, ordering, False, r))  # T: the launch's own block order
         return out
 
     # ---- float32 references
