@@ -8,7 +8,8 @@
 # parallel into the cubin cache, runs the GPU tests, then the benchmarks. One log (run.log) and
 # the results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
 # Knobs: PREBUILD_ARGS (e.g. "--workloads conv2d"), TESTS (default: every GPU test),
-# BENCHES (default "overhead mlp conv2d attention"), BENCH_ARGS (e.g. "--M 1,256"),
+# BENCHES (default "overhead mlp conv2d attention"; conv2d also writes conv-costs-<device>.md,
+# cusyncgen.cuda.conv_costs), BENCH_ARGS (e.g. "--M 1,256"),
 # SAVE_CACHE=1 (tar the cubin cache into $OUT, in 15 MB parts, to carry it to the next machine),
 # TIMELINES (per-block timelines of MLP chains, e.g. "llama:1,256 gpt3:128"; TIMELINE_CONFIGS).
 set -uo pipefail
@@ -58,6 +59,10 @@ if [ "$what" != tests ] && [ "$what" != timeline ] && [ "$what" != tune ]; then
   for b in ${BENCHES:-overhead mlp conv2d attention}; do
     # shellcheck disable=SC2086
     timeout 540 $PY -m cusyncgen.cuda.bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+    if [ "$b" = conv2d ]; then  # what posting and waiting cost the synchronized Conv2D chains
+      dev=$($PY -c "from cusyncgen.cuda import driver, bench; print(bench.slug(driver.device_name()))")
+      timeout 180 $PY -m cusyncgen.cuda.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
+    fi
   done
 fi
 if [ -n "${TIMELINES:-}" ]; then

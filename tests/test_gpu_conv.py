@@ -121,3 +121,25 @@ def test_spread_consumers_match_the_reference_one_block_per_sm():
         assert driver.max_active_blocks(padded) == 1, name
     failures = _wrong_configs(chain)
     assert not failures, failures
+
+
+def test_the_cost_diagnostic_runs_the_policy_kernels_correctly():
+    """conv_costs times the policy's kernels in plain stream order (posting, waiting on tiles that
+    are all posted) and overlapped: every variant that is not a deliberate race must compute the
+    reference, in a CUSYNC_DEBUG build (a wait that could not finish would raise)."""
+    from cusyncgen.cuda import conv_costs
+    point = TEST_POINTS[0]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    chain = _chain(*point, splits=1)
+    policy = chain.policy_names[0]
+    x, ws, bs = chain.buffers(seed=11)
+    ys = chain.outputs()
+    refs = chain.reference(x, ws, bs)
+    checked = [(name, run) for name, run, ok in conv_costs.variants(chain, policy, x, ws, bs, ys) if ok]
+    assert len(checked) == 7
+    for name, run in checked:
+        chain.poison(ys)
+        run(stream)
+        stream.synchronize()
+        chain.check_stages()
+        assert rel_err(ys, refs) < TOL, name
