@@ -190,15 +190,13 @@ class ConvChain:
                     sa = self.plain_stages[i].args(pdl_trigger=i < n - 1, pdl_wait=i > 0)
                     k.launch(g, [a, sa], main, pdl=i > 0, smem=self.spread_smem.get(k.name) if i > 0 else None)
             return
-        ks, stages = self.kernels[cfg.policy], self._stages[cfg.policy]
-        flags = [(WAIT_INPUT if i > 0 and wait_input else 0) | (REORDER if cfg.reorder and i > 0 else 0) for i in range(n)]
-        args = [self._args(i, x, ws, bs, ys, flags[i]) for i in range(n)]
-        pad = [self.spread_smem.get(ks[i].name) if i > 0 and cfg.ordering != "none" else None for i in range(n)]
+        flag = (WAIT_INPUT if wait_input else 0) | (REORDER if cfg.reorder else 0)
         if cfg.ordering == "pdl":
-            for i in range(n):
-                ks[i].launch(g, [args[i], stages[i].args(cfg.custom_order, pdl_trigger=i < n - 1)], main, pdl=i > 0,
-                             smem=pad[i])
+            self.run_on_one_stream(main, cfg.policy, x, ws, bs, ys, flag, cfg.custom_order, pdl=True)
             return
+        ks, stages = self.kernels[cfg.policy], self._stages[cfg.policy]
+        args = [self._args(i, x, ws, bs, ys, flag if i > 0 else 0) for i in range(n)]
+        pad = [self.spread_smem.get(ks[i].name) if i > 0 and cfg.ordering != "none" else None for i in range(n)]
         fork, joins = self._events[0], self._events[1:]
         fork.record(main)
         for s in self.streams:
@@ -212,6 +210,18 @@ class ConvChain:
         for s, e in zip(self.streams, joins):
             e.record(s)
             main.wait_event(e)
+
+    def run_on_one_stream(self, main: cupy.cuda.Stream, policy: str, x, ws, bs, ys, flags: int, custom_order: bool,
+                          pdl: bool) -> None:
+        """The policy's kernels on `main`: PDL-launched (the 'pdl' ordering) or, pdl=False, in plain
+        stream order (cuda.conv_costs: what posting and waiting cost with nothing to overlap). flags
+        (WAIT_INPUT, REORDER) go to every Conv2D after the first."""
+        ks, stages, n = self.kernels[policy], self._stages[policy], self.n
+        for i in range(n):
+            a = self._args(i, x, ws, bs, ys, flags if i > 0 else 0)
+            pad = self.spread_smem.get(ks[i].name) if pdl and i > 0 else None
+            ks[i].launch(self.grid, [a, stages[i].args(custom_order, pdl_trigger=pdl and i < n - 1)], main, pdl=pdl and i > 0,
+                         smem=pad)
 
     def check_stages(self) -> None:
         for stages in list(self._stages.values()) + [self.plain_stages]:

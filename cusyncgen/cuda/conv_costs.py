@@ -29,14 +29,8 @@ POINTS = (("resnet38", "L1", 32), ("resnet38", "L1", 8), ("resnet38", "L3", 28),
 
 def variants(chain: ConvChain, policy: str, x, ws, bs, ys):
     """(name, run(stream), checked) for every way of running the chain."""
-    ks, stages, n, g = chain.kernels[policy], chain._stages[policy], chain.n, chain.grid
-
     def policy_kernels(flags: int, custom_order: bool, pdl: bool):
-        def run(s):
-            for i in range(n):
-                a = chain._args(i, x, ws, bs, ys, flags if i > 0 else 0)
-                ks[i].launch(g, [a, stages[i].args(custom_order, pdl_trigger=pdl and i < n - 1)], s, pdl=pdl and i > 0)
-        return run
+        return lambda s: chain.run_on_one_stream(s, policy, x, ws, bs, ys, flags, custom_order, pdl)
 
     return [
         ("StreamSync", lambda s: chain.run(s, STREAM_SYNC, x, ws, bs, ys), True),
