@@ -1,6 +1,6 @@
 """Where a synchronized Conv2D chain spends its time beyond stream order (a GPU diagnostic).
 
-The policy's own kernels run four ways on one stream, each a CUDA graph, beside StreamSync and
+The policy's own kernels run six ways on one stream, each a CUDA graph, beside StreamSync and
 PDL alone (the plain kernels):
 
 - posts: stream order, no waits (T): each Conv2D posts its tiles, nobody waits -- what posting costs;
@@ -65,8 +65,8 @@ def measure(model: str, layer: str, batch: int, stream, iters: int = 30) -> dict
 
 def markdown(results: list[dict], device: str) -> str:
     out = [f"# What synchronization costs a Conv2D chain on {device}", "",
-           "Medians of CUDA-graph replays, µs (`python -m cusyncgen.cuda.conv_costs`); in parentheses the "
-           "difference to StreamSync. 'correct': checked against the float32 reference.", ""]
+           "Medians of CUDA-graph replays, µs (`python -m cusyncgen.cuda.conv_costs`); 'vs StreamSync': the "
+           "difference to StreamSync's time. 'correct': checked against the float32 reference.", ""]
     for r in results:
         base = r["rows"][0]["time_us"]
         out += [f"## {r['model']} batch {r['batch']} ({r['policy']}, grid {r['grid'][0]} x {r['grid'][1]})", "",
