@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""The synchronized sm90 GeMMs and MLP chains on one Hopper GPU, in one run: correctness of every
+ordering, policy and tile config against a float32 reference (fresh random inputs, outputs poisoned
+with NaN before each run), a stress mode (back-to-back launches with alternating inputs checked each
+time, 1000 back-to-back launches, 100 CUDA-graph replays; never a reset), then timings with CUDA
+graphs: each sm90 GeMM alone against torch.matmul (cuBLAS), and each MLP ordering against cuBLAS
+(two matmuls + the activation) in a CUDA graph, with the floor max(FLOPs/peak, bytes/bandwidth).
+
+    CUSYNC_SM90_LIB=<prebuilt libcusync_sm90.so> PYTHONPATH=. python benchmarks/sm90_mlp.py \\
+        [--models gpt3,llama-ep] [--M 1,64,...] [--configs 128x128x64,...] [--out DIR]
+
+Writes DIR/sm90-mlp-<device>.json (rows carry "kernel": "sm90" or "cublas", "config", "us") and
+prints a compact table last. Exit status 1 if any correctness check failed. docs/sm90.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as Fn  # noqa: E402
+
+from cusyncgen.cuda import sm90  # noqa: E402
+
+M_ALL = (1, 64, 128, 256, 512, 1024, 2048, 4096)
+PEAK_TFLOPS = 750.0
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def device_info():
+    name = torch.cuda.get_device_name()
+    bw = 4.8e12 if "H200" in name else 3.35e12
+    return name, bw
+
+
+def stream_handle() -> int:
+    return torch.cuda.current_stream().cuda_stream
+
+
+class Buffers:
+    """Inputs, weights and outputs of one model at the largest M (views per M)."""
+
+    def __init__(self, model: sm90.Model, Mmax: int, seed: int):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        dev = torch.device("cuda")
+        m = model
+        self.model = m
+        self.X = torch.randn(Mmax, m.H, device=dev, generator=g).half()
+        self.X2 = torch.randn(Mmax, m.H, device=dev, generator=g).half()  # the stress mode's other input
+        self.Xs = torch.empty_like(self.X)  # the buffer runners read (inputs copied in)
+        self.W1 = (torch.randn(m.N1, m.H, device=dev, generator=g) / math.sqrt(m.H)).half()
+        self.W2 = (torch.randn(m.H, m.F, device=dev, generator=g) / math.sqrt(m.F)).half()
+        self.Y = torch.empty(Mmax, m.F, device=dev, dtype=torch.half)
+        self.Z = torch.empty(Mmax, m.H, device=dev, dtype=torch.half)
+        self.G = torch.empty(Mmax, max(m.N1, m.H), device=dev, dtype=torch.half)  # GeMM-alone output
+
+    def act(self, A: torch.Tensor) -> torch.Tensor:
+        """The first GeMM's epilogue on its fp32 (or fp16) result."""
+        m = self.model
+        if m.epilogue1 == sm90.EPI_SWIGLU_PAIR:
+            Mr = A.shape[0]
+            A4 = A.view(Mr, m.N1 // 128, 2, 64)
+            return (Fn.silu(A4[:, :, 0, :]) * A4[:, :, 1, :]).reshape(Mr, m.F)
+        return Fn.gelu(A, approximate="tanh")
+
+    def reference(self, X: torch.Tensor):
+        """float32 reference (the intermediate rounded to fp16, as the kernels store it)."""
+        Y = self.act(X.float() @ self.W1.float().t()).half()
+        Z = Y.float() @ self.W2.float().t()
+        return Y, Z
+
+    def cublas(self, M: int):
+        Y = self.act(torch.matmul(self.Xs[:M], self.W1.t()))
+        return torch.matmul(Y, self.W2.t())
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    o = out.float()
+    if not torch.isfinite(o).all():
+        return float("inf")
+    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def graph_time(fn, per_graph: int = 10, replays: int = 7) -> float:
+    """Median µs of one fn() call: per_graph calls captured in a CUDA graph, replayed."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(per_graph):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / per_graph)
+    del g
+    return statistics.median(times)
+
+
+def floor_us(model: sm90.Model, M: int, bw: float) -> float:
+    (N1, K1), (N2, K2) = sm90.mlp_sizes(model)
+    flops = 2.0 * M * (N1 * K1 + N2 * K2)
+    byts = 2.0 * (N1 * K1 + N2 * K2 + M * (K1 + 2 * model.F + N2))
+    return max(flops / (PEAK_TFLOPS * 1e12), byts / bw) * 1e6
+
+
+def variants(configs, orderings, policies, model):
+    out = []
+    for c in configs:
+        if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
+            continue
+        for o in orderings:
+            if o in ("stream", "pdl"):
+                out.append((c, o, None))
+            else:
+                out.extend((c, o, p) for p in policies)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="gpt3,llama-ep")
+    ap.add_argument("--M", default=",".join(map(str, M_ALL)))
+    ap.add_argument("--configs", default=None, help="default: every config of the library")
+    ap.add_argument("--orderings", default=",".join(sm90.ORDERINGS))
+    ap.add_argument("--policies", default=",".join(sm90.POLICIES))
+    ap.add_argument("--stress-M", default="256", help="M list for the stress mode ('' to skip)")
+    ap.add_argument("--stress-launches", type=int, default=1000)
+    ap.add_argument("--stress-replays", type=int, default=100)
+    ap.add_argument("--timeout-ms", type=float, default=2000.0, help="a wait longer than this gives up (0: never)")
+    ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--out", default=os.environ.get("OUT", "sm90-results"))
+    a = ap.parse_args(argv)
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    name, bw = device_info()
+    lib = sm90.library()
+    configs = a.configs.split(",") if a.configs else list(lib.configs)
+    Ms = [int(v) for v in a.M.split(",") if v]
+    stress_Ms = [int(v) for v in a.stress_M.split(",") if v]
+    orderings = a.orderings.split(",")
+    policies = a.policies.split(",")
+    timeout_ns = int(a.timeout_ms * 1e6)
+    log(f"device: {name}; library configs: {', '.join(lib.configs)}; torch {torch.__version__}")
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows, gemm_rows, failures = [], [], []
+    t_start = time.time()
+
+    for model_name in a.models.split(","):
+        model = sm90.MODELS[model_name]
+        Mmax = max(Ms + stress_Ms)
+        buf = Buffers(model, Mmax, seed=1234)
+        vs = variants(configs, orderings, policies, model)
+        runners = {}
+        broken = set()  # variants that failed a check: neither stressed nor timed
+
+        def runner(M, c, o, p):
+            key = (M, c, o, p)
+            if key not in runners:
+                runners[key] = sm90.MlpRunner(model_name, M, o, p, c, buf.Xs.data_ptr(), buf.W1.data_ptr(),
+                                              buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
+                                              timeout_ns=timeout_ns)
+            return runners[key]
+
+        # ---- (a) correctness
+        for M in Ms:
+            buf.Xs[:M].copy_(buf.X[:M])
+            Yref, Zref = buf.reference(buf.Xs[:M])
+            for c, o, p in vs:
+                label = f"{model_name} M={M} {c} {o} {p or ''}".strip()
+                try:
+                    r = runner(M, c, o, p)
+                    buf.Y.fill_(float("nan"))
+                    buf.Z.fill_(float("nan"))
+                    r.launch(stream_handle())
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    ey, ez = rel_err(buf.Y[:M], Yref), rel_err(buf.Z[:M], Zref)
+                    ok = ey < 1e-2 and ez < 1e-2
+                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "once",
+                                 "rel_err_y": ey, "rel_err": ez, "ok": ok})
+                    log(f"check {label}: rel err Y {ey:.2e} Z {ez:.2e} {'ok' if ok else 'FAIL'}")
+                    if not ok:
+                        failures.append(label)
+                        broken.add((c, o, p))
+                except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
+                    failures.append(label)
+                    broken.add((c, o, p))
+                    log(f"check {label}: ERROR {e}")
+                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
+                                 "check": "once", "ok": False, "error": str(e)})
+                    if "illegal" in str(e) or "launch failure" in str(e):
+                        log(traceback.format_exc())
+                        return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
+
+        # ---- stress: alternating inputs checked every time, back-to-back launches, graph replays
+        for M in stress_Ms:
+            buf.Xs[:M].copy_(buf.X[:M])
+            _, Za = buf.reference(buf.X[:M])
+            _, Zb = buf.reference(buf.X2[:M])
+            scale = float(Za.pow(2).mean().sqrt())
+            for c, o, p in vs:
+                if o not in ("pdl+policy", "chain") or (c, o, p) in broken:
+                    continue
+                label = f"stress {model_name} M={M} {c} {o} {p}"
+                try:
+                    r = runner(M, c, o, p)
+                    bad = torch.zeros((), dtype=torch.int64, device="cuda")
+
+                    def step(Xsrc, Zr):
+                        buf.Xs[:M].copy_(Xsrc)
+                        buf.Y.fill_(float("nan"))
+                        r.launch(stream_handle())
+                        d = (buf.Z[:M].float() - Zr).abs()
+                        bad.add_((~(d <= 0.03 * Zr.abs() + 0.03 * scale)).sum())
+
+                    t0 = time.time()
+                    for i in range(200):
+                        step(buf.X[:M], Za) if i % 2 == 0 else step(buf.X2[:M], Zb)
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    n_alt = int(bad.item())
+                    buf.Xs[:M].copy_(buf.X[:M])
+                    buf.Z.fill_(float("nan"))
+                    for _ in range(a.stress_launches):
+                        r.launch(stream_handle())
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    e_b2b = rel_err(buf.Z[:M], Za)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        step(buf.X[:M], Za)
+                        step(buf.X2[:M], Zb)
+                    bad.zero_()
+                    for _ in range(a.stress_replays):
+                        g.replay()
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    n_graph = int(bad.item())
+                    e_graph = rel_err(buf.Z[:M], Zb)
+                    del g
+                    ok = n_alt == 0 and n_graph == 0 and e_b2b < 1e-2 and e_graph < 1e-2
+                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "stress",
+                                 "bad_elements_alternating": n_alt, "bad_elements_graph": n_graph,
+                                 "rel_err_back_to_back": e_b2b, "rel_err_graph": e_graph, "ok": ok,
+                                 "launches": 200 + a.stress_launches + 2 * a.stress_replays})
+                    log(f"{label}: alternating bad {n_alt}, {a.stress_launches} back-to-back rel err {e_b2b:.2e}, "
+                        f"{a.stress_replays} graph replays bad {n_graph} rel err {e_graph:.2e} "
+                        f"{'ok' if ok else 'FAIL'} ({time.time() - t0:.1f} s)")
+                    if not ok:
+                        failures.append(label)
+                        broken.add((c, o, p))
+                except Exception as e:  # noqa: BLE001
+                    failures.append(label)
+                    broken.add((c, o, p))
+                    log(f"{label}: ERROR {e}")
+                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
+                                 "check": "stress", "ok": False, "error": str(e)})
+                    if "illegal" in str(e) or "launch failure" in str(e):
+                        return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
+
+        if a.no_timing:
+            continue
+        # ---- (b) timing: GeMMs alone, then the MLPs
+        (N1, K1), (N2, K2) = sm90.mlp_sizes(model)
+        buf.Y.normal_()  # the second GeMM's input when timed alone (not the poison)
+        for M in Ms:
+            buf.Xs[:M].copy_(buf.X[:M])
+            for gi, (N, K, A, B) in enumerate([(N1, K1, buf.Xs, buf.W1), (N2, K2, buf.Y, buf.W2)], start=1):
+                Gv = buf.G.view(-1)[: M * N].view(M, N)  # contiguous [M, N]
+                try:
+                    tc = graph_time(lambda: torch.matmul(A[:M], B.t(), out=Gv))
+                except Exception as e:  # noqa: BLE001
+                    log(f"gemm {model_name} M={M} gemm{gi} cuBLAS: ERROR {e}")
+                    continue
+                for c in configs:
+                    if N % sm90.tile_dims(c)[1]:
+                        continue
+                    try:
+                        plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), buf.G.data_ptr(), M, N, K, c)])
+                        t = graph_time(lambda: plan.launch(stream_handle()))
+                        ref = torch.matmul(A[:M].float(), B.float().t())
+                        plan.launch(stream_handle())
+                        torch.cuda.synchronize()
+                        e = rel_err(Gv, ref)
+                        gemm_rows.append({"model": model_name, "M": M, "gemm": gi, "N": N, "K": K, "kernel": "sm90",
+                                          "config": f"sm90 {c}", "ours_us": t, "cublas_us": tc,
+                                          "ratio": tc / t, "rel_err": e, "grid": plan.grid})
+                        log(f"gemm {model_name} M={M} gemm{gi} {c}: {t:.1f} us, cuBLAS {tc:.1f} us, "
+                            f"{tc / t:.2f} of cuBLAS (rel err {e:.1e}, grid {plan.grid})")
+                    except Exception as e:  # noqa: BLE001
+                        log(f"gemm {model_name} M={M} gemm{gi} {c}: ERROR {e}")
+        for M in Ms:
+            buf.Xs[:M].copy_(buf.X[:M])
+            try:
+                tcb = graph_time(lambda: buf.cublas(M))
+            except Exception as e:  # noqa: BLE001
+                log(f"mlp {model_name} M={M} cuBLAS: ERROR {e}")
+                tcb = float("nan")
+            fl = floor_us(model, M, bw)
+            rows.append({"model": model_name, "M": M, "kernel": "cublas", "config": "cuBLAS+graph", "us": tcb})
+            rows.append({"model": model_name, "M": M, "kernel": "floor", "config": "floor", "us": fl})
+            log(f"mlp {model_name} M={M}: cuBLAS+graph {tcb:.1f} us, floor {fl:.1f} us")
+            for c, o, p in vs:
+                if (c, o, p) in broken:
+                    continue
+                try:
+                    r = runner(M, c, o, p)
+                    t = graph_time(lambda: r.launch(stream_handle()))
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "us": t,
+                                 "vs_cublas": tcb / t, "vs_floor": fl / t})
+                    log(f"mlp {model_name} M={M} {r.name}: {t:.1f} us ({tcb / t:.2f}x cuBLAS+graph, "
+                        f"{fl / t:.2f} of floor)")
+                except Exception as e:  # noqa: BLE001
+                    log(f"mlp {model_name} M={M} {c} {o} {p}: ERROR {e}")
+                    failures.append(f"timing {model_name} M={M} {c} {o} {p}")
+        runners.clear()
+        del buf
+        torch.cuda.empty_cache()
+    return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
+
+
+def finish(a, out_dir, name, rows, gemm_rows, failures, t_start) -> int:
+    dev = name.replace(" ", "-").lower()
+    path = out_dir / f"sm90-mlp-{dev}.json"
+    path.write_text(json.dumps({"device": name, "rows": rows, "gemm": gemm_rows, "failures": failures,
+                                "seconds": time.time() - t_start}, indent=1))
+    # compact table: per model and M, cuBLAS+graph, floor, the best sm90 per ordering
+    log("\n== sm90 GeMM alone (us; ratio = cuBLAS / ours) ==")
+    for g in gemm_rows:
+        log(f"{g['model']:9s} M={g['M']:5d} gemm{g['gemm']} {g['config']:18s} {g['ours_us']:9.1f} "
+            f"cuBLAS {g['cublas_us']:9.1f} ratio {g['ratio']:.2f}")
+    log("\n== MLP (us; speed-up = cuBLAS+graph / ours) ==")
+    keys = sorted({(r["model"], r["M"]) for r in rows if "us" in r})
+    for k in keys:
+        rs = [r for r in rows if (r["model"], r["M"]) == k and "us" in r]
+        cb = next((r["us"] for r in rs if r["kernel"] == "cublas"), float("nan"))
+        fl = next((r["us"] for r in rs if r["kernel"] == "floor"), float("nan"))
+        ours = sorted((r for r in rs if r["kernel"] == "sm90"), key=lambda r: r["us"])
+        best = ours[0] if ours else None
+        stream = min((r["us"] for r in ours if "StreamSync" in r["config"]), default=float("nan"))
+        line = f"{k[0]:9s} M={k[1]:5d} cuBLAS+graph {cb:8.1f} floor {fl:8.1f} sm90 stream {stream:8.1f}"
+        if best:
+            line += f" best {best['us']:8.1f} ({best['config']}, {cb / best['us']:.2f}x cuBLAS, {stream / best['us']:.2f}x stream)"
+        log(line)
+    log(f"\nwrote {path}; {len(failures)} failure(s){': ' + '; '.join(failures[:20]) if failures else ''}")
+    log(f"total {time.time() - t_start:.0f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

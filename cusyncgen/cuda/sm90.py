@@ -1,0 +1,534 @@
+"""The synchronized Hopper (sm90) GeMMs and MLP chains: build and load libcusync_sm90.so (the
+CUTLASS 3 based kernel of runtime_cuda/sm90/), fill its policy and order descriptors from the
+compiled .dep program, and launch a GeMM or an MLP in one of the orderings:
+
+- ``stream``: StreamSync, the two GeMMs in stream order;
+- ``pdl``: PDL alone (the consumer PDL-launched, griddepcontrol.wait before its loads);
+- ``pdl+policy``: the consumer PDL-launched, waiting on the tile semaphores instead;
+- ``chain``: one persistent launch holding both GeMMs (every producer tile handed out first).
+
+Building needs nvcc and the CUTLASS headers of the nvidia-cutlass wheel, not a GPU; the library is
+cached under ``$CUSYNCGEN_CACHE`` (or ``~/.cache/cusyncgen``) by a hash of its sources and options,
+so it can be built here and carried to the GPU machine (``python -m cusyncgen.cuda.sm90 build``).
+``CUSYNC_SM90_LIB`` names a prebuilt library directly. Launches take device pointers (ints) and
+a stream handle; ``MlpRunner`` allocates its buffers with torch. docs/sm90.md.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from cusyncgen.errors import CusyncError
+
+ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
+              "-Xcompiler", "-fPIC"]
+LIB_NAME = "libcusync_sm90.so"
+CONFIGS = ("128x128x64", "128x256x64", "64x128x64")
+ORDERINGS = ("stream", "pdl", "pdl+policy", "chain")
+POLICIES = ("TileSync", "RowSync")
+
+# sm90_api.h
+EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = 0, 1, 2, 3
+PDL_TRIGGER, PDL_WAIT, PDL_LAUNCH = 1, 2, 4
+DIM_KINDS = {"tile": 0, "all": 1, "mod": 2, "div": 3}
+LLAMA_EP_BLOCK = 64  # [W1|V] row interleaving of llama-ep's first weight (cusyncgen.cuda.modules)
+
+
+class Sm90Error(CusyncError):
+    """The sm90 library could not be built, loaded or launched, or rejected its arguments."""
+
+    def __init__(self, message: str):
+        super().__init__(message, None)
+
+
+# ---- building ------------------------------------------------------------------------------------
+
+def source_dir() -> Path:
+    here = Path(__file__).resolve().parents[1]
+    for cand in (here.parent / "runtime_cuda" / "sm90", here / "_data" / "runtime_cuda" / "sm90"):
+        if (cand / "sm90_api.h").is_file():
+            return cand
+    raise Sm90Error("cannot find runtime_cuda/sm90/sm90_api.h next to the cusyncgen package")
+
+
+def cutlass_dirs() -> list[Path]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or spec.origin is None:
+        env = os.environ.get("CUTLASS_DIR")
+        if env:
+            return [Path(env) / "include", Path(env) / "tools" / "util" / "include"]
+        raise Sm90Error("the CUTLASS headers were not found: install nvidia-cutlass or set CUTLASS_DIR")
+    src = Path(spec.origin).parent / "source"
+    return [src / "include", src / "tools" / "util" / "include"]
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("CUSYNCGEN_CACHE") or Path.home() / ".cache" / "cusyncgen") / "sm90"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@lru_cache(maxsize=None)
+def _nvcc_version(nvcc: str) -> str:
+    if shutil.which(nvcc) is None:
+        raise Sm90Error("nvcc was not found on PATH (or set CUSYNC_SM90_LIB to a prebuilt library)")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.strip().splitlines()[-1] if out.stdout else "unknown"
+
+
+def _digest(parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+def _headers_digest(src: Path) -> str:
+    return _digest([p.name.encode() + p.read_bytes() for p in sorted(src.glob("*.h")) + sorted(src.glob("*.cuh"))])
+
+
+def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verbose: bool = False) -> Path:
+    """The path of libcusync_sm90.so, compiling what the cache lacks: one object per .cu (each tile
+    configuration is its own translation unit, built in parallel), linked with the static cudart."""
+    env = os.environ.get("CUSYNC_SM90_LIB")
+    if env:
+        if not Path(env).is_file():
+            raise Sm90Error(f"CUSYNC_SM90_LIB={env} does not exist")
+        return Path(env)
+    src = source_dir()
+    incs = cutlass_dirs()
+    flags = ARCH_FLAGS + [f"-D{d}" for d in defines] + [f"-I{d}" for d in incs] + [f"-I{src}"]
+    base = [_nvcc_version(nvcc), " ".join(ARCH_FLAGS), " ".join(defines), _headers_digest(src),
+            str(incs[0].parent)]
+    units = sorted(src.glob("*.cu"))
+    lib_key = _digest(base + [u.name.encode() + u.read_bytes() for u in units])
+    out = cache_root() / f"lib-{lib_key}" / LIB_NAME
+    if out.is_file():
+        _ensure_descriptors(out.parent)
+        return out
+    objdir = cache_root() / "obj"
+    objdir.mkdir(parents=True, exist_ok=True)
+
+    def compile_one(u: Path) -> Path:
+        obj = objdir / f"{u.stem}-{_digest(base + [u.read_bytes()])}.o"
+        if obj.is_file():
+            return obj
+        tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+        cmd = ["nice", "-n", "10", nvcc, *flags, "-Xptxas=-warn-spills", "-c", str(u), "-o", str(tmp)]
+        if verbose:
+            print(" ".join(cmd), file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise Sm90Error(f"nvcc failed on {u.name}:\n{proc.stderr[-4000:]}")
+        if verbose and proc.stderr.strip():
+            print(proc.stderr, file=sys.stderr, flush=True)
+        os.replace(tmp, obj)
+        return obj
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        objs = list(pool.map(compile_one, units))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [nvcc, "-shared", "-cudart", "static", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(tmp),
+           *map(str, objs)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise Sm90Error(f"linking {LIB_NAME} failed:\n{proc.stderr[-4000:]}")
+    os.replace(tmp, out)
+    _ensure_descriptors(out.parent)
+    return out
+
+
+def _ensure_descriptors(folder: Path):
+    if (folder / DESCRIPTORS).is_file():
+        return
+    try:
+        write_descriptors(folder / DESCRIPTORS)
+    except ImportError:
+        pass  # no parser here: compiled_mlp needs it at run time then
+
+
+# ---- the C interface ------------------------------------------------------------------------------
+
+class Policy(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32 * 3), ("param", ctypes.c_int32 * 3), ("extent", ctypes.c_int32 * 3),
+                ("num_sems", ctypes.c_int32)]
+
+
+class Order(ctypes.Structure):
+    _fields_ = [("group_dim", ctypes.c_int32), ("group_stride", ctypes.c_int32), ("group_count", ctypes.c_int32),
+                ("groups_outer", ctypes.c_int32), ("extent", ctypes.c_int32 * 3)]
+
+
+class Gemm(ctypes.Structure):
+    _fields_ = [("A", ctypes.c_void_p), ("B", ctypes.c_void_p), ("C", ctypes.c_void_p),
+                ("M", ctypes.c_int32), ("N", ctypes.c_int32), ("K", ctypes.c_int32), ("ldc", ctypes.c_int32),
+                ("epilogue", ctypes.c_int32), ("order", Order),
+                ("in_policy", Policy), ("in_sems", ctypes.c_void_p), ("in_tile_n", ctypes.c_int32),
+                ("out_policy", Policy), ("out_sems", ctypes.c_void_p)]
+
+
+class Debug(ctypes.Structure):
+    _fields_ = [("failed", ctypes.c_int32), ("claimed", ctypes.c_int32), ("block", ctypes.c_int32),
+                ("gemm", ctypes.c_int32), ("tile_x", ctypes.c_int32), ("tile_y", ctypes.c_int32),
+                ("producer_x", ctypes.c_int32), ("sem", ctypes.c_int32), ("seen", ctypes.c_uint32),
+                ("target", ctypes.c_uint32)]
+
+
+def policy_desc(p) -> Policy:
+    """A cusyncgen.ir.PolicyIR as the device descriptor (policy_desc.h evaluates it like PolicyIR)."""
+    d = Policy()
+    for i, dm in enumerate(p.dims):
+        d.kind[i] = DIM_KINDS[dm.kind]
+        d.param[i] = int(dm.param)
+        d.extent[i] = int(p.producer_extent[i])
+    d.num_sems = int(p.num_sems)
+    return d
+
+
+def order_desc(o) -> Order:
+    """A cusyncgen.ir.OrderIR as the device descriptor."""
+    d = Order()
+    d.group_dim = -1 if o.group_dim is None else "xyz".index(o.group_dim)
+    d.group_stride = int(o.group_stride)
+    d.group_count = int(o.group_count)
+    d.groups_outer = int(bool(o.groups_outer))
+    for i in range(3):
+        d.extent[i] = int(o.extent[i])
+    return d
+
+
+def row_major_order(X: int, Y: int) -> Order:
+    d = Order()
+    d.group_dim, d.group_stride, d.group_count, d.groups_outer = -1, 1, 1, 0
+    d.extent[0], d.extent[1], d.extent[2] = X, Y, 1
+    return d
+
+
+# Python mirrors of policy_desc.h (the CPU test compares them, and the host-compiled header, with
+# PolicyIR.sem/value and OrderIR.tile).
+def _dim(kind, param, t, E):
+    if kind == 0:
+        return t, E, 1
+    if kind == 1:
+        return 0, 1, E
+    if kind == 2:
+        return t % param, param, E // param + (1 if t % param < E % param else 0)
+    return t // param, -(-E // param), min(param, E - (t // param) * param)
+
+
+def desc_sem(d: Policy, t) -> int:
+    c = [_dim(d.kind[i], d.param[i], t[i], d.extent[i]) for i in range(3)]
+    return c[0][0] + c[0][1] * (c[1][0] + c[1][1] * c[2][0])
+
+
+def desc_value(d: Policy, t) -> int:
+    v = 1
+    for i in range(3):
+        v *= _dim(d.kind[i], d.param[i], t[i], d.extent[i])[2]
+    return v
+
+
+def desc_tile(o: Order, linear: int):
+    X, Y = o.extent[0], o.extent[1]
+    if o.groups_outer:
+        c, s = o.group_count, o.group_stride
+        i, y, g, z = linear % c, (linear // c) % Y, (linear // (c * Y)) % s, linear // (c * Y * s)
+        return (g + i * s, y, z)
+    r = [linear % X, (linear // X) % Y, linear // (X * Y)]
+    if o.group_dim >= 0:
+        a = r[o.group_dim]
+        r[o.group_dim] = a // o.group_count + (a % o.group_count) * o.group_stride
+    return tuple(r)
+
+
+class Library:
+    def __init__(self, path: Path):
+        try:
+            self.dll = ctypes.CDLL(str(path))
+        except OSError as e:
+            raise Sm90Error(f"cannot load {path}: {e}") from None
+        d = self.dll
+        d.cusync_sm90_configs.restype = ctypes.c_char_p
+        d.cusync_sm90_error_string.restype = ctypes.c_char_p
+        d.cusync_sm90_error_string.argtypes = [ctypes.c_int]
+        d.cusync_sm90_plan_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(Gemm), ctypes.c_int, ctypes.c_void_p,
+                                              ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p,
+                                              ctypes.POINTER(ctypes.c_void_p)]
+        d.cusync_sm90_plan_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        d.cusync_sm90_plan_grid.argtypes = [ctypes.c_void_p]
+        d.cusync_sm90_plan_destroy.argtypes = [ctypes.c_void_p]
+        self.configs = tuple(d.cusync_sm90_configs().decode().split(","))
+
+    def check(self, code: int, what: str):
+        if code != 0:
+            raise Sm90Error(f"{what}: {self.dll.cusync_sm90_error_string(code).decode()} (code {code})")
+
+
+@lru_cache(maxsize=None)
+def library_path() -> Path:
+    return build()
+
+
+@lru_cache(maxsize=None)
+def library() -> Library:
+    return Library(library_path())
+
+
+class Plan:
+    """One persistent launch over one GeMM or the two of a chain (its TMA descriptors built once)."""
+
+    def __init__(self, config: str, gemms: list, ticket: int = 0, grid: int = 0, flags: int = 0,
+                 timeout_ns: int = 0, debug: int = 0):
+        lib = library()
+        if config not in lib.configs:
+            raise Sm90Error(f"unknown sm90 config {config!r}; the library has {', '.join(lib.configs)}")
+        arr = (Gemm * len(gemms))(*gemms)
+        handle = ctypes.c_void_p()
+        lib.check(lib.dll.cusync_sm90_plan_create(config.encode(), arr, len(gemms), ticket or None, grid, flags,
+                                                  timeout_ns, debug or None, ctypes.byref(handle)),
+                  f"sm90 plan ({config}, {len(gemms)} GeMM)")
+        self.lib, self.handle, self.config = lib, handle, config
+        self.grid = lib.dll.cusync_sm90_plan_grid(handle)
+
+    def launch(self, stream: int = 0):
+        self.lib.check(self.lib.dll.cusync_sm90_plan_launch(self.handle, ctypes.c_void_p(stream)), "sm90 launch")
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self.lib.dll.cusync_sm90_plan_destroy(self.handle)
+            self.handle = None
+
+
+def tile_dims(config: str) -> tuple:
+    bm, bn, bk = (int(v) for v in config.split("x"))
+    return bm, bn, bk
+
+
+def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilogue: int = EPI_IDENTITY,
+              order: "Order | None" = None) -> Gemm:
+    bm, bn, _ = tile_dims(config)
+    g = Gemm()
+    g.A, g.B, g.C = A, B, C
+    g.M, g.N, g.K = M, N, K
+    g.ldc = N // 2 if epilogue == EPI_SWIGLU_PAIR else N
+    g.epilogue = epilogue
+    g.order = order if order is not None else row_major_order(N // bn, -(-M // bm))
+    g.in_sems = None
+    g.out_sems = None
+    return g
+
+
+# ---- the MLPs -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    dep: str
+    H: int
+    F: int          # the second GeMM's K (the first GeMM's output columns)
+    N1: int         # the first GeMM's N (2F for the SwiGLU pair)
+    epilogue1: int
+
+
+MODELS = {
+    "gpt3": Model("gpt3", "mlp_gpt3.dep", 12288, 6144, 6144, EPI_GELU_TANH),
+    "llama-ep": Model("llama-ep", "mlp_llama_ep.dep", 8192, 2752, 2 * 2752, EPI_SWIGLU_PAIR),
+}
+
+
+def dep_params(model: Model, M: int, config: str) -> dict:
+    bm, bn, _ = tile_dims(config)
+    rows = -(-M // bm) * bm
+    if model.epilogue1 == EPI_SWIGLU_PAIR:
+        if bn != 2 * LLAMA_EP_BLOCK:
+            raise Sm90Error(f"{model.name}'s first GeMM tile must be {2 * LLAMA_EP_BLOCK} wide (its weight's "
+                            f"interleaving); config {config} is {bn}")
+        return {"H": model.H, "F": model.F, "B": rows, "S": 1, "TileM": bm, "TileN1": bn // 2, "TileN2": bn}
+    return {"H": model.H, "B": rows, "S": 1, "TileM": bm, "TileN": bn}
+
+
+def examples_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "examples"
+
+
+# The sizes whose descriptors `build` also writes (descriptors.json beside the library), for a GPU
+# machine without the compiler's parser (lark): the benchmark's M list and the GPU tests'.
+DESCRIPTOR_MS = (1, 64, 128, 200, 256, 512, 1024, 2048, 4096)
+DESCRIPTORS = "descriptors.json"
+
+
+def _compile_mlp(model_name: str, M: int, config: str):
+    import cusyncgen
+
+    model = MODELS[model_name]
+    prog = cusyncgen.compile(examples_dir() / model.dep, params=dep_params(model, M, config))
+    pols = {p.name: p for p in prog.policies}
+    return pols, prog.program.order("g1"), prog.program.order("g2")
+
+
+def write_descriptors(path: Path) -> Path:
+    """The compiled policies and orders of every MLP at DESCRIPTOR_MS, as JSON."""
+    import dataclasses
+    import json
+
+    out = []
+    for model_name, model in MODELS.items():
+        for config in CONFIGS:
+            if model.epilogue1 == EPI_SWIGLU_PAIR and tile_dims(config)[1] != 2 * LLAMA_EP_BLOCK:
+                continue
+            for M in DESCRIPTOR_MS:
+                pols, o1, o2 = _compile_mlp(model_name, M, config)
+                out.append({"model": model_name, "M": M, "config": config,
+                            "policies": [dataclasses.asdict(p) for p in pols.values()],
+                            "orders": [dataclasses.asdict(o1), dataclasses.asdict(o2)]})
+    path.write_text(json.dumps(out))
+    return path
+
+
+@lru_cache(maxsize=None)
+def _stored_descriptors() -> dict:
+    import json
+
+    from cusyncgen.ir import DimMap, OrderIR, PolicyIR
+
+    path = library_path().parent / DESCRIPTORS
+    if not path.is_file():
+        return {}
+    table = {}
+    for e in json.loads(path.read_text()):
+        pols = {}
+        for p in e["policies"]:
+            p = dict(p)
+            p["dims"] = tuple(DimMap(**d) for d in p["dims"])
+            p["producer_extent"] = tuple(p["producer_extent"])
+            pols[p["name"]] = PolicyIR(**p)
+        o1, o2 = (OrderIR(**{**o, "extent": tuple(o["extent"])}) for o in e["orders"])
+        table[(e["model"], e["M"], e["config"])] = (pols, o1, o2)
+    return table
+
+
+@lru_cache(maxsize=None)
+def compiled_mlp(model_name: str, M: int, config: str):
+    """The compiled .dep program of the MLP at this size and tile: (policies by name, g1 order,
+    g2 order). Without the parser (a GPU machine lacking lark), the descriptors that `build` wrote
+    from the same compilation."""
+    if model_name not in MODELS:
+        raise Sm90Error(f"unknown model {model_name!r} (have {', '.join(MODELS)})")
+    try:
+        import lark  # noqa: F401
+    except ImportError:
+        hit = _stored_descriptors().get((model_name, M, config))
+        if hit is None:
+            raise Sm90Error(f"lark is not installed and {DESCRIPTORS} beside the library has no entry for "
+                            f"{model_name} M={M} {config}") from None
+        return hit
+    return _compile_mlp(model_name, M, config)
+
+
+def mlp_sizes(model: Model):
+    """(N, K) of the two GeMMs."""
+    return (model.N1, model.H), (model.H, model.F)
+
+
+class MlpRunner:
+    """One MLP (model, M, config, ordering, policy) over given device buffers: X [M, H], W1 [N1, H],
+    W2 [H, F], Y [M, F] (the intermediate), Z [M, H]; fp16, row-major. Allocates its semaphores,
+    ticket and debug record (torch, zeroed once, never reset)."""
+
+    def __init__(self, model: str, M: int, ordering: str, policy: "str | None", config: str, X: int, W1: int,
+                 W2: int, Y: int, Z: int, timeout_ns: int = 0):
+        import torch
+
+        if model not in MODELS:
+            raise Sm90Error(f"unknown model {model!r} (have {', '.join(MODELS)})")
+        if ordering not in ORDERINGS:
+            raise Sm90Error(f"unknown ordering {ordering!r} (have {', '.join(ORDERINGS)})")
+        syncs = ordering in ("pdl+policy", "chain")
+        if syncs and policy not in POLICIES:
+            raise Sm90Error(f"ordering {ordering} needs a policy ({', '.join(POLICIES)})")
+        self.model, self.M, self.ordering, self.config = MODELS[model], M, ordering, config
+        self.policy = policy if syncs else None
+        m = self.model
+        (N1, K1), (N2, K2) = mlp_sizes(m)
+        pols, o1, o2 = compiled_mlp(model, M, config)
+        g1 = gemm_desc(X, W1, Y, M, N1, K1, config, m.epilogue1, order_desc(o1))
+        g2 = gemm_desc(Y, W2, Z, M, N2, K2, config, EPI_IDENTITY, order_desc(o2))
+        dev = torch.device("cuda")
+        self.debug = torch.zeros(16, dtype=torch.int32, device=dev)
+        self.ticket = torch.zeros(2, dtype=torch.int64, device=dev)
+        self.sems = None
+        if syncs:
+            pol = pols[policy]
+            self.sems = torch.zeros(max(1, pol.num_sems), dtype=torch.int32, device=dev)
+            pd = policy_desc(pol)
+            g1.out_policy, g1.out_sems = pd, self.sems.data_ptr()
+            g2.in_policy, g2.in_sems = pd, self.sems.data_ptr()
+            _, bn, _ = tile_dims(config)
+            g2.in_tile_n = bn // 2 if m.epilogue1 == EPI_SWIGLU_PAIR else bn
+        dbg = self.debug.data_ptr()
+        tk = self.ticket.data_ptr()
+        if ordering == "chain":
+            self.plans = [Plan(config, [g1, g2], ticket=tk, timeout_ns=timeout_ns, debug=dbg)]
+        elif ordering == "stream":
+            self.plans = [Plan(config, [g1]), Plan(config, [g2])]
+        elif ordering == "pdl":
+            self.plans = [Plan(config, [g1], flags=PDL_TRIGGER),
+                          Plan(config, [g2], flags=PDL_LAUNCH | PDL_WAIT)]
+        else:  # pdl+policy
+            self.plans = [Plan(config, [g1], flags=PDL_TRIGGER),
+                          Plan(config, [g2], ticket=tk, flags=PDL_LAUNCH, timeout_ns=timeout_ns, debug=dbg)]
+
+    @property
+    def name(self) -> str:
+        head = f"sm90 {self.config}"
+        if self.ordering == "stream":
+            return f"{head} StreamSync"
+        if self.ordering == "pdl":
+            return f"{head} PDL"
+        if self.ordering == "chain":
+            return f"{head} {self.policy} Chain"
+        return f"{head} {self.policy}+PDL"
+
+    def launch(self, stream: int = 0):
+        for p in self.plans:
+            p.launch(stream)
+
+    def check_debug(self):
+        """Raise if a wait of this runner timed out (call after synchronizing)."""
+        d = self.debug.cpu().tolist()
+        if d[0]:
+            raise Sm90Error(f"{self.name} M={self.M}: a wait timed out: block {d[2]} gemm {d[3]} tile ({d[4]}, {d[5]}) "
+                            f"producer tile ({d[6]}, {d[5]}) sem {d[7]} seen {d[8] & 0xffffffff} target "
+                            f"{d[9] & 0xffffffff}")
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.sm90")
+    ap.add_argument("what", choices=["build", "path"])
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        print(build(jobs=a.jobs, verbose=a.verbose))
+    except CusyncError as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

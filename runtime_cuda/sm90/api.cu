@@ -1,0 +1,61 @@
+// The extern "C" API of libcusync_sm90.so (sm90_api.h).
+#include <string.h>
+
+#include "plan.h"
+
+namespace {
+struct Entry {
+  const char* name;
+  cusync_sm90::CreatePlan create;
+};
+const Entry kConfigs[] = {
+    {"128x128x64", cusync_sm90::plan_128x128x64},
+    {"128x256x64", cusync_sm90::plan_128x256x64},
+    {"64x128x64", cusync_sm90::plan_64x128x64},
+};
+}  // namespace
+
+extern "C" {
+
+const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64"; }
+
+int cusync_sm90_plan_create(const char* config, const CusyncSm90Gemm* gemms, int n_gemms, unsigned long long* ticket,
+                            int grid, int flags, long long timeout_ns, CusyncSm90Debug* debug,
+                            void** plan_out) {
+  if (config == nullptr || plan_out == nullptr) return CUSYNC_SM90_BAD_ARGUMENT;
+  *plan_out = nullptr;
+  for (const Entry& e : kConfigs) {
+    if (strcmp(e.name, config) == 0) {
+      cusync_sm90::PlanBase* plan = nullptr;
+      const int r = e.create(gemms, n_gemms, ticket, grid, flags, timeout_ns, debug, &plan);
+      if (r == 0) *plan_out = plan;
+      return r;
+    }
+  }
+  return CUSYNC_SM90_BAD_CONFIG;
+}
+
+int cusync_sm90_plan_launch(void* plan, void* stream) {
+  if (plan == nullptr) return CUSYNC_SM90_BAD_ARGUMENT;
+  return static_cast<cusync_sm90::PlanBase*>(plan)->launch(static_cast<cudaStream_t>(stream));
+}
+
+int cusync_sm90_plan_grid(void* plan) { return plan == nullptr ? -1 : static_cast<cusync_sm90::PlanBase*>(plan)->grid; }
+
+int cusync_sm90_plan_destroy(void* plan) {
+  delete static_cast<cusync_sm90::PlanBase*>(plan);
+  return 0;
+}
+
+const char* cusync_sm90_error_string(int code) {
+  switch (code) {
+    case CUSYNC_SM90_OK: return "ok";
+    case CUSYNC_SM90_BAD_CONFIG: return "no such sm90 tile configuration";
+    case CUSYNC_SM90_BAD_SHAPE: return "shape not supported by this tile configuration (N, K multiples of the tile; ldc; order extent)";
+    case CUSYNC_SM90_BAD_ARGUMENT: return "bad argument (null pointer, GeMM count, epilogue, policy, or grid larger than the SMs)";
+    case CUSYNC_SM90_TMA_DESCRIPTOR: return "TMA descriptor creation failed";
+    default: return code > 0 && code < 10000 ? cudaGetErrorString(static_cast<cudaError_t>(code)) : "unknown error";
+  }
+}
+
+}  // extern "C"

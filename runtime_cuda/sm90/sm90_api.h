@@ -1,0 +1,97 @@
+// The C interface of the synchronized sm90 GeMM library (libcusync_sm90.so): plain structs that
+// Python mirrors with ctypes (cusyncgen/cuda/sm90.py). Every function returns 0 or an error code:
+// a cudaError_t value (> 0 and < 10000), or one of CusyncSm90Status (>= 10000).
+#pragma once
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum CusyncSm90Status {
+  CUSYNC_SM90_OK = 0,
+  CUSYNC_SM90_BAD_CONFIG = 10001,     // no such tile configuration in this library
+  CUSYNC_SM90_BAD_SHAPE = 10002,      // N or K not a multiple of the tile, or alignment
+  CUSYNC_SM90_BAD_ARGUMENT = 10003,   // null pointer, n_gemms not 1 or 2, bad epilogue, ...
+  CUSYNC_SM90_TMA_DESCRIPTOR = 10004, // cuTensorMapEncodeTiled failed (through CUTLASS)
+};
+
+// Epilogues, applied in fp32 to the accumulators before the fp16 store.
+enum CusyncSm90Epilogue {
+  CUSYNC_SM90_EPI_IDENTITY = 0,
+  CUSYNC_SM90_EPI_GELU_TANH = 1,  // 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), as kernels/gemm.cuh
+  CUSYNC_SM90_EPI_GELU_ERF = 2,   // 0.5 x (1 + erf(x / sqrt 2))
+  CUSYNC_SM90_EPI_SWIGLU_PAIR = 3 // B's rows [W1|V] interleaved by 64: out[:, 64b + j] = silu(acc[:, 128b + j]) * acc[:, 128b + 64 + j]
+};
+
+// Launch flags.
+enum CusyncSm90Flags {
+  CUSYNC_SM90_PDL_TRIGGER = 1,  // griddepcontrol.launch_dependents at the start of every CTA
+  CUSYNC_SM90_PDL_WAIT = 2,     // griddepcontrol.wait in the DMA warp before its first load ("PDL alone")
+  CUSYNC_SM90_PDL_LAUNCH = 4,   // launch with cudaLaunchAttributeProgrammaticStreamSerialization
+};
+
+// cusyncgen.ir.DimMap: kind 0 tile (t), 1 all (0), 2 mod (t % param), 3 div (t / param).
+// cusyncgen.ir.PolicyIR: sem(t) = c0 + C0 * (c1 + C1 * c2), value(t) = product of group sizes.
+typedef struct {
+  int32_t kind[3];
+  int32_t param[3];
+  int32_t extent[3];   // the producer grid's (X, Y, Z)
+  int32_t num_sems;    // 0: no policy (no wait / no post)
+} CusyncSm90Policy;
+
+// cusyncgen.ir.OrderIR: linear item -> tile (x, y, z).
+typedef struct {
+  int32_t group_dim;   // -1 (plain row-major), 0, 1 or 2
+  int32_t group_stride;
+  int32_t group_count;
+  int32_t groups_outer;
+  int32_t extent[3];   // the grid's (X, Y, Z): X = N / BN, Y = ceil(M / BM), Z = 1
+} CusyncSm90Order;
+
+// One GeMM: C[M, N] = epilogue(A[M, K] B[N, K]^T); all row-major fp16, fp32 accumulation.
+// ldc: C's row stride in elements (N, or N / 2 for the SwiGLU pair).
+typedef struct {
+  const void* A;
+  const void* B;
+  void* C;
+  int32_t M, N, K, ldc;
+  int32_t epilogue;        // CusyncSm90Epilogue
+  CusyncSm90Order order;
+  // Wait (consumer side): k-block k of a tile (x, y) reads producer tile (k * BK / in_tile_n, y, 0).
+  CusyncSm90Policy in_policy;
+  const uint32_t* in_sems; // null: no wait
+  int32_t in_tile_n;       // the producer's output tile width (its BN, or BN / 2 for the SwiGLU pair)
+  // Post (producer side): each finished tile t adds 1 to out_sems[out_policy.sem(t)].
+  CusyncSm90Policy out_policy;
+  uint32_t* out_sems;      // null: no post
+} CusyncSm90Gemm;
+
+// What the first wait that timed out saw (a zeroed struct in device memory, passed to
+// plan_create; failed != 0 after the launch means a wait gave up and the outputs are wrong).
+typedef struct {
+  int32_t failed, claimed;
+  int32_t block, gemm, tile_x, tile_y, producer_x, sem;
+  uint32_t seen, target;
+} CusyncSm90Debug;
+
+// Names of the tile configurations this library holds, comma-separated (e.g. "128x128x64,...").
+const char* cusync_sm90_configs(void);
+
+// A launch plan: one persistent kernel over n_gemms (1, or 2 = the chain in one launch: every
+// tile of gemms[0] in its order, then every tile of gemms[1]). TMA descriptors are built here,
+// once. `ticket`: a zeroed uint64 counter owned by this plan (epochs); may be null when no GeMM
+// waits. grid <= 0: the number of SMs (capped by the number of tiles). timeout_ns > 0: a wait
+// longer than that gives up and fills *debug (device memory; see CusyncSm90Debug), or, built
+// with -DCUSYNC_DEBUG, prints the tile and semaphore and traps. 0: spin forever.
+int cusync_sm90_plan_create(const char* config, const CusyncSm90Gemm* gemms, int n_gemms,
+                            unsigned long long* ticket, int grid, int flags, long long timeout_ns,
+                            CusyncSm90Debug* debug, void** plan_out);
+int cusync_sm90_plan_launch(void* plan, void* stream);
+int cusync_sm90_plan_grid(void* plan);
+int cusync_sm90_plan_destroy(void* plan);
+const char* cusync_sm90_error_string(int code);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,395 @@
+// A synchronized, persistent, warp-specialized sm90 GeMM (TMA loads, wgmma, fp16 in, fp32
+// accumulation, fp16 out) with the CuSync hooks.
+//
+// Derived from CUTLASS 4.2 (the nvidia-cutlass wheel's headers):
+//   include/cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_cooperative.hpp (GemmUniversal::operator():
+//     the producer warp group's mainloop DMA warp and the consumer warp groups iterating the same
+//     persistent work sequence, the pipeline set-up, register reconfiguration), and
+//   include/cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp (CollectiveMma::load(),
+//     copied into SyncMainloop::load_synced with the wait hook; mma() and mma_tail() are the stock ones).
+// What differs from the stock kernel (docs/sm90.md):
+//   - the tile scheduler is static striding over linear work items (CTA b takes b, b+G, ...), each
+//     item mapped through the compiler's order (cusyncgen.ir.OrderIR) to a tile; with two GeMMs
+//     (the chain in one launch) items [0, T1) are the first GeMM's tiles, [T1, T1+T2) the second's;
+//   - wait: the DMA warp issues B's (the weights') TMA first, then, when k-block k enters a new
+//     producer tile, acquire-spins on its semaphore for value * epoch, fences the generic proxy
+//     against the async proxy (fence.proxy.async.global) and issues A's TMA;
+//   - post: a register epilogue (no shared memory): fusion on the accumulators, st.global of fp16,
+//     a named barrier over the consumer warp groups, then one thread's red.release.gpu add;
+//   - epoch: one ticket atomic per CTA at kernel start, broadcast through shared memory.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <stdio.h>
+
+#include "cutlass/cutlass.h"
+#include "cute/tensor.hpp"
+#include "cute/arch/cluster_sm90.hpp"
+#include "cutlass/arch/reg_reconfig.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/pipeline/pipeline.hpp"
+
+#include "sm90_api.h"
+#include "policy_desc.h"
+
+namespace cusync_sm90 {
+using namespace cute;
+
+// ---- release/acquire and proxy primitives -----------------------------------------------------
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// Orders this thread's earlier generic-proxy accesses (and what they observed) before its later
+// async-proxy accesses (TMA loads) to global memory.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+__device__ __forceinline__ long long globaltimer_ns() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Semaphores only grow: compare in two's complement (valid while < 2^31 posts ahead).
+__device__ __forceinline__ bool reached(uint32_t seen, uint32_t target) {
+  return static_cast<int32_t>(seen - target) >= 0;
+}
+
+// The spin of a wait that did not see its target on the first load. timeout_ns > 0: give up after
+// that long, so a deadlock never hangs the device: the first wait to time out fills *debug (the
+// host raises with it) and every wait of every CTA returns from then on (the launch finishes with
+// wrong data). Built with -DCUSYNC_DEBUG it prints the tile and semaphore and traps instead (a
+// call inside the kernel: ptxas then serializes the wgmma pipeline, so not in the timed build).
+__device__ __forceinline__ void spin_slow(const uint32_t* p, uint32_t target, long long timeout_ns, CusyncSm90Debug* debug,
+                                          int gemm, int x, int y, int px, int sem) {
+  const long long t0 = timeout_ns > 0 ? globaltimer_ns() : 0;
+  uint32_t seen;
+  while (!reached(seen = ld_acquire_gpu(p), target)) {
+    if (timeout_ns > 0) {
+      if (debug != nullptr && *reinterpret_cast<volatile int*>(&debug->failed) != 0) return;
+      if (globaltimer_ns() - t0 > timeout_ns) {
+#if defined(CUSYNC_DEBUG)
+        printf("cusync sm90: wait timed out: block %d gemm %d tile (%d, %d) producer tile (%d, %d) sem %d seen %u target %u\n",
+               static_cast<int>(blockIdx.x), gemm, x, y, px, y, sem, seen, target);
+        __trap();
+#endif
+        if (debug != nullptr && atomicCAS(&debug->claimed, 0, 1) == 0) {
+          debug->block = static_cast<int>(blockIdx.x);
+          debug->gemm = gemm;
+          debug->tile_x = x;
+          debug->tile_y = y;
+          debug->producer_x = px;
+          debug->sem = sem;
+          debug->seen = seen;
+          debug->target = target;
+          __threadfence();
+          atomicExch(&debug->failed, 1);
+        }
+        return;
+      }
+    }
+  }
+}
+
+// ---- the mainloop collective: the CollectiveBuilder's, with a hooked load() ---------------------
+template <class Base>
+struct SyncMainloop : Base {
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::Params;
+  using typename Base::TensorStorage;
+  using typename Base::DispatchPolicy;
+  using typename Base::GmemTiledCopyA;
+  using typename Base::GmemTiledCopyB;
+  using typename Base::SmemLayoutA;
+  using typename Base::SmemLayoutB;
+
+  // CollectiveMma::load() of sm90_mma_tma_gmma_ss_warpspecialized.hpp with two changes: per k-tile
+  // B's TMA is issued first, then wait(k) (which may spin and fence), then A's TMA. k counts the
+  // k-tiles of this work tile from 0.
+  template <class TensorA, class TensorB, class BlockCoord, class Wait>
+  CUTLASS_DEVICE void load_synced(Params const& mainloop_params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                                  cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                                  int k_tile_count, uint32_t block_rank_in_cluster, TensorStorage& shared_tensors,
+                                  Wait&& wait) {
+    int lane_predicate = cute::elect_one_sync();
+    if (lane_predicate) {
+      Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
+      Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
+      constexpr uint32_t cluster_shape_x = get<0>(typename DispatchPolicy::ClusterShape());
+      uint2 cluster_local_block_id = {block_rank_in_cluster % cluster_shape_x, block_rank_in_cluster / cluster_shape_x};
+      Tensor gA_mkl = get<0>(load_inputs);
+      Tensor gB_nkl = get<1>(load_inputs);
+      auto block_tma_a = mainloop_params.tma_load_a.get_slice(cluster_local_block_id.y);
+      auto block_tma_b = mainloop_params.tma_load_b.get_slice(cluster_local_block_id.x);
+      auto [m_coord, n_coord, k_coord, l_coord] = blk_coord;
+      Tensor gA = gA_mkl(_, _, m_coord, _, l_coord);  // (BLK_M,BLK_K,k)
+      Tensor gB = gB_nkl(_, _, n_coord, _, l_coord);  // (BLK_N,BLK_K,k)
+      Tensor tAgA = block_tma_a.partition_S(gA);
+      Tensor tAsA = block_tma_a.partition_D(sA);
+      Tensor tBgB = block_tma_b.partition_S(gB);
+      Tensor tBsB = block_tma_b.partition_D(sB);
+      uint16_t mcast_mask_a = 0;
+      uint16_t mcast_mask_b = 0;
+      if constexpr (cute::is_same_v<GmemTiledCopyA, SM90_TMA_LOAD_MULTICAST>) {
+        auto block_layout = Layout<typename DispatchPolicy::ClusterShape>{};
+        for (int n = 0; n < size<1>(block_layout); ++n) {
+          mcast_mask_a |= (uint16_t(1) << block_layout(cluster_local_block_id.x, n, Int<0>{}));
+        }
+      }
+      if constexpr (cute::is_same_v<GmemTiledCopyB, SM90_TMA_LOAD_MULTICAST>) {
+        auto block_layout = Layout<typename DispatchPolicy::ClusterShape>{};
+        for (int m = 0; m < size<0>(block_layout); ++m) {
+          mcast_mask_b |= (uint16_t(1) << block_layout(m, cluster_local_block_id.y, Int<0>{}));
+        }
+      }
+      CUTLASS_PRAGMA_NO_UNROLL
+      for (int k = 0; k < k_tile_count; ++k) {
+        pipeline.producer_acquire(smem_pipe_write);
+        using BarrierType = typename MainloopPipeline::ProducerBarrierType;
+        BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+        int write_stage = smem_pipe_write.index();
+        // B (the weights) never waits: issued first, it runs ahead of any wait (optimization R).
+        copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
+        wait(k);
+        copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
+        ++smem_pipe_write;
+      }
+    }
+  }
+};
+
+// ---- configurations ------------------------------------------------------------------------------
+// BM >= 128: the cooperative schedule's TiledMma (two consumer warp groups split M); BM = 64: the
+// ping-pong schedule's TiledMma (one warp group per tile), run here by one consumer warp group.
+template <int BM_, int BN_, int BK_>
+struct Config {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_;
+  using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
+  using ClusterShape = Shape<_1, _1, _1>;
+  using Schedule = cute::conditional_t<(BM >= 128), cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                       cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  static constexpr int kCarveout = 1024;  // the kernel's own shared memory (epoch), rounded up
+  using BaseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, cutlass::layout::RowMajor, 8,
+      cutlass::half_t, cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<kCarveout>, Schedule>::CollectiveOp;
+  using Mainloop = SyncMainloop<BaseMainloop>;
+  using TiledMma = typename Mainloop::TiledMma;
+  static constexpr int kMmaThreads = size(TiledMma{});
+  static constexpr int kThreads = kMmaThreads + 128;  // + the producer warp group
+  static constexpr int kRegsPerThread = BM * BN / kMmaThreads;
+  static constexpr int kLoadRegs = kRegsPerThread >= 208 ? 24 : 40;
+  static constexpr int kMmaRegs = kRegsPerThread >= 208 ? 240 : 232;
+
+  struct SharedStorage {
+    typename Mainloop::SharedStorage mainloop;
+    uint32_t epoch;
+  };
+};
+
+template <class Cfg>
+struct KernelParams {
+  typename Cfg::Mainloop::Params ml[2];
+  CusyncSm90Gemm g[2];
+  int n_gemms;
+  int items0;       // tiles of g[0]
+  int items;        // tiles of every GeMM
+  unsigned long long* ticket;
+  int flags;
+  long long timeout_ns;
+  CusyncSm90Debug* debug;
+};
+
+// GeLU, tanh approximation and exact form: as runtime_cuda/kernels/gemm.cuh's EpiGeluTanh/EpiGeluErf.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x)));
+}
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+// silu(g) * u: as kernels/gemm.cuh's EpiSwiGLUHalves::combine.
+__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
+template <class Epi, class Accum, class Coord>
+__device__ __forceinline__ void store_pairs(Epi epi, const Accum& accum, const Coord& tCcD, __half* C, int ldc,
+                                            int rows_left, int col0) {
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < size(accum); i += 2) {
+    const int m = get<0>(tCcD(i)), n = get<1>(tCcD(i));
+    if (m < rows_left) {
+      const __half2 v = __floats2half2_rn(epi(accum(i)), epi(accum(i + 1)));
+      *reinterpret_cast<__half2*>(C + static_cast<size_t>(m) * ldc + col0 + n) = v;
+    }
+  }
+}
+
+struct EpiId {
+  __device__ __forceinline__ float operator()(float x) const { return x; }
+};
+struct EpiGeluTanh {
+  __device__ __forceinline__ float operator()(float x) const { return gelu_tanh(x); }
+};
+struct EpiGeluErf {
+  __device__ __forceinline__ float operator()(float x) const { return gelu_erf(x); }
+};
+
+// The register epilogue of one tile: fusion, fp16 stores (two adjacent columns per store: the wgmma
+// accumulator layout holds column pairs). Rows >= M are not stored.
+template <class Cfg, class Accum>
+__device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y, const Accum& accum, int mma_thread_idx) {
+  typename Cfg::TiledMma tiled_mma;
+  auto thr = tiled_mma.get_thread_slice(mma_thread_idx);
+  Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));
+  Tensor tCcD = thr.partition_C(cD);
+  static_assert(decltype(size(tCcD))::value == decltype(size(accum))::value, "accumulator/coordinate mismatch");
+  const int row0 = y * Cfg::BM;
+  const int rows_left = g.M - row0;
+  __half* C = static_cast<__half*>(g.C) + static_cast<size_t>(row0) * g.ldc;
+  const int col0 = x * Cfg::BN;
+  if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
+    // [W1|V] interleaved by 64: columns 128b + j (g) and 128b + 64 + j (u), j < 64, are accumulator
+    // elements i and i + 32 of one thread (mode 0 of the wgmma fragment is (2 cols, 2 rows, N/8
+    // column groups of 8): +8 groups = +64 columns). Output column 64b + j.
+    constexpr int V = decltype(size<0>(accum))::value;
+    static_assert(V % 64 == 0, "the SwiGLU pair needs a wgmma atom at least 128 columns wide");
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accum); i += 2) {
+      if (((i % V) / 4) % 16 < 8) {
+        const int m = get<0>(tCcD(i)), n = get<1>(tCcD(i));
+#if defined(CUSYNC_DEBUG)
+        if (get<1>(tCcD(i + 32)) != n + 64 || get<0>(tCcD(i + 32)) != m || (n % 128) >= 64) __trap();
+#endif
+        if (m < rows_left) {
+          const int gc = col0 + n;
+          const int oc = (gc / 128) * 64 + (gc % 128);
+          const __half2 v = __floats2half2_rn(swiglu(accum(i), accum(i + 32)), swiglu(accum(i + 1), accum(i + 33)));
+          *reinterpret_cast<__half2*>(C + static_cast<size_t>(m) * g.ldc + oc) = v;
+        }
+      }
+    }
+  } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH) {
+    store_pairs(EpiGeluTanh{}, accum, tCcD, C, g.ldc, rows_left, col0);
+  } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF) {
+    store_pairs(EpiGeluErf{}, accum, tCcD, C, g.ldc, rows_left, col0);
+  } else {
+    store_pairs(EpiId{}, accum, tCcD, C, g.ldc, rows_left, col0);
+  }
+}
+
+// Linear item -> (GeMM, tile x = N block, tile y = M block).
+template <class Cfg>
+__device__ __forceinline__ void item_tile(const KernelParams<Cfg>& p, int w, int& gi, int& x, int& y) {
+  gi = w >= p.items0 ? 1 : 0;
+  int z;
+  order_tile(p.g[gi].order, gi ? w - p.items0 : w, x, y, z);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __grid_constant__ KernelParams<Cfg> p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Mainloop = typename Cfg::Mainloop;
+  using MainloopPipeline = typename Mainloop::MainloopPipeline;
+  using PipelineState = typename Mainloop::PipelineState;
+  using SharedStorage = typename Cfg::SharedStorage;
+  constexpr int BK = Cfg::BK;
+
+  extern __shared__ char smem_buf[];
+  SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf);
+
+  const int thread_idx = static_cast<int>(threadIdx.x);
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int warp_group = cutlass::canonical_warp_group_idx();
+  const int warp_in_group = warp_idx % cutlass::NumWarpsPerWarpGroup;
+  const int warp_group_thread_idx = thread_idx % cutlass::NumThreadsPerWarpGroup;
+  const int lane_predicate = cute::elect_one_sync();
+
+  if (p.flags & CUSYNC_SM90_PDL_TRIGGER) pdl_launch_dependents();
+  if (warp_idx == 0 && lane_predicate) {
+    Mainloop::prefetch_tma_descriptors(p.ml[0]);
+    if (p.n_gemms > 1) Mainloop::prefetch_tma_descriptors(p.ml[1]);
+  }
+  // The epoch: launches of this plan so far, this one included (the ticket counter is never reset).
+  if (thread_idx == 0) {
+    ss.epoch = p.ticket != nullptr
+                   ? static_cast<uint32_t>(atomicAdd(p.ticket, 1ull) / static_cast<unsigned long long>(gridDim.x) + 1ull)
+                   : 1u;
+  }
+
+  typename MainloopPipeline::Params pp;
+  if (warp_group == 0 && warp_in_group == 0) pp.role = MainloopPipeline::ThreadCategory::Producer;
+  if (warp_group >= 1) pp.role = MainloopPipeline::ThreadCategory::Consumer;
+  pp.is_leader = warp_group_thread_idx == 0;
+  pp.num_consumers = Cfg::kMmaThreads;
+  pp.transaction_bytes = p.ml[0].tma_transaction_bytes;
+  MainloopPipeline pipeline(ss.mainloop.pipeline, pp, typename Cfg::ClusterShape{});
+  __syncthreads();  // pipeline barriers initialized, epoch written
+  const uint32_t epoch = ss.epoch;
+
+  Mainloop mainloop;
+  const int G = static_cast<int>(gridDim.x);
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Cfg::kLoadRegs>();
+    if (warp_in_group == 0) {
+      // The mainloop DMA warp.
+      if (p.flags & CUSYNC_SM90_PDL_WAIT) pdl_wait();
+      PipelineState write = cutlass::make_producer_start_state<MainloopPipeline>();
+      int last_sem = -1;
+      uint32_t last_target = 0;
+      for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
+        int gi, x, y;
+        item_tile(p, w, gi, x, y);
+        const CusyncSm90Gemm& g = p.g[gi];
+        const int k_tiles = g.K / BK;
+        auto li = mainloop.load_init(make_shape(g.M, g.N, g.K, 1), p.ml[gi]);
+        auto wait = [&](int k) {
+          if (g.in_sems == nullptr) return;
+          const int px = (k * BK) / g.in_tile_n;
+          const int s = policy_sem(g.in_policy, px, y, 0);
+          const uint32_t target = policy_value(g.in_policy, px, y, 0) * epoch;
+          if (s == last_sem && target == last_target) return;
+          const uint32_t* sp = g.in_sems + s;
+          if (!reached(ld_acquire_gpu(sp), target)) spin_slow(sp, target, p.timeout_ns, p.debug, gi, x, y, px, s);
+          fence_proxy_async_global();
+          last_sem = s;
+          last_target = target;
+        };
+        mainloop.load_synced(p.ml[gi], pipeline, write, li, make_coord(y, x, _, 0), k_tiles, 0u, ss.mainloop.tensors,
+                             wait);
+        write.advance(k_tiles);
+      }
+      mainloop.load_tail(pipeline, write);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Cfg::kMmaRegs>();
+    const int mma_thread_idx = thread_idx - cutlass::NumThreadsPerWarpGroup;
+    typename Cfg::TiledMma tiled_mma;
+    PipelineState read;
+    for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
+      int gi, x, y;
+      item_tile(p, w, gi, x, y);
+      const CusyncSm90Gemm& g = p.g[gi];
+      const int k_tiles = g.K / BK;
+      auto accum = partition_fragment_C(tiled_mma, take<0, 2>(typename Cfg::TileShape{}));
+      mainloop.mma(pipeline, read, accum, k_tiles, mma_thread_idx, ss.mainloop.tensors, p.ml[0]);
+      mainloop.mma_tail(pipeline, read, k_tiles);
+      read.advance(k_tiles);
+      store_tile<Cfg>(g, x, y, accum, mma_thread_idx);
+      if (g.out_sems != nullptr) {
+        // Every consumer thread's stores of this tile happen before thread 0's release add
+        // (bar.sync, then a release at gpu scope: cumulative; docs/sm90.md).
+        asm volatile("bar.sync 1, %0;" ::"n"(Cfg::kMmaThreads) : "memory");
+        if (mma_thread_idx == 0) red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace cusync_sm90

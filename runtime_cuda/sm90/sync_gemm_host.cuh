@@ -1,0 +1,136 @@
+// Host side of the synchronized sm90 GeMM: a launch plan per tile configuration (TMA descriptors
+// built once through the collective's to_underlying_arguments; cudaLaunchKernelEx, so the PDL
+// attribute can be set). Each config_*.cu instantiates it for one tile shape.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cutlass/util/packed_stride.hpp"
+#include "plan.h"
+#include "sync_gemm.cuh"
+
+namespace cusync_sm90 {
+
+#define CUSYNC_SM90_CHECK(expr)                      \
+  do {                                               \
+    cudaError_t e_ = (expr);                         \
+    if (e_ != cudaSuccess) return static_cast<int>(e_); \
+  } while (0)
+
+inline int tiles_of(const CusyncSm90Order& o) { return o.extent[0] * o.extent[1] * o.extent[2]; }
+
+template <class Cfg>
+struct Plan : PlanBase {
+  KernelParams<Cfg> params;
+  size_t smem = 0;
+  int flags = 0;
+
+  static int check(const CusyncSm90Gemm& g) {
+    if (g.A == nullptr || g.B == nullptr || g.C == nullptr) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (g.M < 1 || g.N < 1 || g.K < 1) return CUSYNC_SM90_BAD_SHAPE;
+    if (g.N % Cfg::BN != 0 || g.K % Cfg::BK != 0) return CUSYNC_SM90_BAD_SHAPE;
+    if (g.epilogue < 0 || g.epilogue > CUSYNC_SM90_EPI_SWIGLU_PAIR) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR && (g.N % 128 != 0 || Cfg::BN % 128 != 0)) return CUSYNC_SM90_BAD_SHAPE;
+    const int out_cols = g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR ? g.N / 2 : g.N;
+    if (g.ldc < out_cols || g.ldc % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
+    // The order must cover exactly the tile grid.
+    const int X = g.N / Cfg::BN, Y = (g.M + Cfg::BM - 1) / Cfg::BM;
+    if (g.order.extent[0] != X || g.order.extent[1] != Y || g.order.extent[2] != 1) return CUSYNC_SM90_BAD_SHAPE;
+    if (g.in_sems != nullptr) {
+      if (g.in_policy.num_sems <= 0 || g.in_tile_n <= 0 || g.in_tile_n % Cfg::BK != 0) return CUSYNC_SM90_BAD_ARGUMENT;
+      if (g.K / g.in_tile_n > g.in_policy.extent[0] || g.in_policy.extent[1] < Y) return CUSYNC_SM90_BAD_SHAPE;
+    }
+    if (g.out_sems != nullptr) {
+      if (g.out_policy.num_sems <= 0 || g.out_policy.extent[0] != X || g.out_policy.extent[1] != Y)
+        return CUSYNC_SM90_BAD_SHAPE;
+    }
+    return 0;
+  }
+
+  int init(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid_req, int flags_, long long timeout,
+           CusyncSm90Debug* debug) {
+    using Mainloop = typename Cfg::Mainloop;
+    if (gemms == nullptr || n < 1 || n > 2) return CUSYNC_SM90_BAD_ARGUMENT;
+    params = KernelParams<Cfg>{};
+    int items = 0;
+    for (int i = 0; i < n; ++i) {
+      const CusyncSm90Gemm& g = gemms[i];
+      if (int r = check(g)) return r;
+      if (g.in_sems != nullptr && ticket == nullptr) return CUSYNC_SM90_BAD_ARGUMENT;
+      using StrideA = typename Mainloop::StrideA;
+      using StrideB = typename Mainloop::StrideB;
+      auto sA = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(g.M, g.K, 1));
+      auto sB = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(g.N, g.K, 1));
+      typename Mainloop::Arguments args{static_cast<const cutlass::half_t*>(g.A), sA,
+                                        static_cast<const cutlass::half_t*>(g.B), sB};
+      auto shape = cute::make_shape(g.M, g.N, g.K, 1);
+      if (!Mainloop::can_implement(shape, args)) return CUSYNC_SM90_BAD_SHAPE;
+      params.ml[i] = Mainloop::to_underlying_arguments(shape, args, nullptr);
+      params.g[i] = g;
+      const int t = tiles_of(g.order);
+      if (i == 0) params.items0 = t;
+      items += t;
+    }
+    if (n == 1) {
+      params.ml[1] = params.ml[0];
+      params.g[1] = params.g[0];
+    }
+    params.n_gemms = n;
+    params.items = items;
+    params.ticket = ticket;
+    params.flags = flags_;
+    params.timeout_ns = timeout;
+    params.debug = debug;
+    flags = flags_;
+    smem = sizeof(typename Cfg::SharedStorage);
+    int dev = 0, sms = 0;
+    CUSYNC_SM90_CHECK(cudaGetDevice(&dev));
+    CUSYNC_SM90_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    grid = grid_req > 0 ? grid_req : sms;
+    if (grid > items) grid = items;
+    // Every CTA must be resident at once (the chain's argument, docs/sm90.md): one per SM.
+    if (grid > sms) return CUSYNC_SM90_BAD_ARGUMENT;
+    CUSYNC_SM90_CHECK(cudaFuncSetAttribute(sync_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    return 0;
+  }
+
+  int launch(cudaStream_t stream) override {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
+    cfg.blockDim = dim3(Cfg::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    cfg.numAttrs = 0;
+    if (flags & CUSYNC_SM90_PDL_LAUNCH) {
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.numAttrs = 1;
+    }
+    cfg.attrs = attr;
+    CUSYNC_SM90_CHECK(cudaLaunchKernelEx(&cfg, sync_gemm_kernel<Cfg>, params));
+    return static_cast<int>(cudaGetLastError());
+  }
+};
+
+template <class Cfg>
+int create_plan(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid, int flags, long long timeout,
+                CusyncSm90Debug* debug, PlanBase** out) {
+  auto* plan = new Plan<Cfg>();
+  const int r = plan->init(gemms, n, ticket, grid, flags, timeout, debug);
+  if (r != 0) {
+    delete plan;
+    return r;
+  }
+  *out = plan;
+  return 0;
+}
+
+// One per config_*.cu.
+#define CUSYNC_SM90_CONFIG(FN, BM, BN, BK)                                                                       \
+  int FN(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid, int flags, long long timeout, \
+         CusyncSm90Debug* debug, PlanBase** out) {                                                                                       \
+    return create_plan<Config<BM, BN, BK>>(gemms, n, ticket, grid, flags, timeout, debug, out);                         \
+  }
+
+}  // namespace cusync_sm90

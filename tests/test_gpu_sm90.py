@@ -1,0 +1,129 @@
+"""The synchronized sm90 GeMM and MLPs on a Hopper GPU: every ordering and policy of every tile
+config computes the float32 reference's result (fresh random inputs, outputs poisoned with NaN) at
+small sizes, M = 1 and an M that is a multiple of no tile; a GeMM alone per epilogue; and a short
+stress run (alternating inputs checked every launch, no reset). Needs torch with CUDA on an sm_90
+GPU and the library (built with nvcc here, or CUSYNC_SM90_LIB)."""
+import math
+
+import pytest
+
+try:
+    import torch
+
+    _gpu = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+    _why = "" if _gpu else "no sm_90 GPU (torch sees none)"
+except ImportError:
+    _gpu, _why = False, "torch is not installed"
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason=_why or "GPU available")]
+
+if _gpu:
+    import torch.nn.functional as Fn
+
+    from cusyncgen.cuda import sm90
+
+
+def _configs():
+    return list(sm90.library().configs)
+
+
+def _rel(out, ref):
+    o = out.float()
+    if not torch.isfinite(o).all():
+        return math.inf
+    return float((o - ref).norm() / ref.norm())
+
+
+@pytest.mark.parametrize("epi", ["identity", "gelu_tanh", "gelu_erf", "swiglu"])
+def test_gemm_alone_each_epilogue(epi):
+    torch.manual_seed(0)
+    M, N, K = 200, 512, 384
+    A = torch.randn(M, K, device="cuda").half()
+    B = (torch.randn(N, K, device="cuda") / K ** 0.5).half()
+    acc = A.float() @ B.float().t()
+    code = {"identity": sm90.EPI_IDENTITY, "gelu_tanh": sm90.EPI_GELU_TANH, "gelu_erf": sm90.EPI_GELU_ERF,
+            "swiglu": sm90.EPI_SWIGLU_PAIR}[epi]
+    if epi == "identity":
+        ref = acc
+    elif epi == "gelu_tanh":
+        ref = Fn.gelu(acc, approximate="tanh")
+    elif epi == "gelu_erf":
+        ref = Fn.gelu(acc)
+    else:
+        a4 = acc.view(M, N // 128, 2, 64)
+        ref = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(M, N // 2)
+    for c in _configs():
+        if epi == "swiglu" and sm90.tile_dims(c)[1] % 128:
+            continue
+        C = torch.full(ref.shape, float("nan"), device="cuda", dtype=torch.half)
+        plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, c, code)])
+        plan.launch(torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        assert _rel(C, ref) < 1e-2, (c, epi)
+
+
+def _mlp_case(model, M):
+    m = sm90.MODELS[model]
+    g = torch.Generator(device="cuda").manual_seed(M)
+    X = torch.randn(M, m.H, device="cuda", generator=g).half()
+    W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
+    W2 = (torch.randn(m.H, m.F, device="cuda", generator=g) / m.F ** 0.5).half()
+    A = X.float() @ W1.float().t()
+    if m.epilogue1 == sm90.EPI_SWIGLU_PAIR:
+        a4 = A.view(M, m.N1 // 128, 2, 64)
+        Y = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(M, m.F).half()
+    else:
+        Y = Fn.gelu(A, approximate="tanh").half()
+    return X, W1, W2, Y, Y.float() @ W2.float().t()
+
+
+@pytest.mark.parametrize("model", ["gpt3", "llama-ep"])
+@pytest.mark.parametrize("M", [1, 200])
+def test_mlp_every_ordering_and_policy(model, M):
+    X, W1, W2, Yref, Zref = _mlp_case(model, M)
+    m = sm90.MODELS[model]
+    Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+    Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
+    wrong = []
+    for c in _configs():
+        if m.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
+            continue
+        for o in sm90.ORDERINGS:
+            for p in (sm90.POLICIES if o in ("pdl+policy", "chain") else (None,)):
+                r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
+                                   Z.data_ptr(), timeout_ns=2_000_000_000)
+                for _ in range(3):  # three launches: the epochs advance, nothing is reset
+                    Y.fill_(float("nan"))
+                    Z.fill_(float("nan"))
+                    r.launch(torch.cuda.current_stream().cuda_stream)
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    ey, ez = _rel(Y, Yref), _rel(Z, Zref)
+                    if not (ey < 1e-2 and ez < 1e-2):
+                        wrong.append((r.name, ey, ez))
+                        break
+    assert not wrong
+
+
+def test_chain_stress_alternating_inputs():
+    model, M = "gpt3", 256
+    X, W1, W2, _, Za = _mlp_case(model, M)
+    X2 = torch.randn_like(X.float()).half()
+    m = sm90.MODELS[model]
+    Zb = Fn.gelu(X2.float() @ W1.float().t(), approximate="tanh").half().float() @ W2.float().t()
+    Xs = X.clone()
+    Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+    Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
+    for o in ("chain", "pdl+policy"):
+        r = sm90.MlpRunner(model, M, o, "TileSync", _configs()[0], Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
+                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000)
+        bad = torch.zeros((), dtype=torch.int64, device="cuda")
+        for i in range(100):
+            Xs.copy_(X if i % 2 == 0 else X2)
+            Y.fill_(float("nan"))
+            r.launch(torch.cuda.current_stream().cuda_stream)
+            Zr = Za if i % 2 == 0 else Zb
+            bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
+        torch.cuda.synchronize()
+        r.check_debug()
+        assert int(bad) == 0, o

@@ -1,0 +1,162 @@
+"""The sm90 library (runtime_cuda/sm90/): its policy and order descriptors evaluate like the
+compiler's reference model (PolicyIR.sem/value, OrderIR.tile), in the Python mirror and in
+policy_desc.h compiled on the host; and nvcc builds libcusync_sm90.so for sm_90a (HGMMA in the
+SASS, no local memory) when nvcc and the CUTLASS headers are present."""
+
+import importlib.util
+import shutil
+import subprocess
+
+import pytest
+
+import cusyncgen
+from cusyncgen.cuda import sm90
+from cusyncgen.ir import DimMap, OrderIR, PolicyIR
+
+MLP_CASES = [("gpt3", M, c) for M in (1, 300, 4096) for c in ("128x128x64", "128x256x64", "64x128x64")] + \
+            [("llama-ep", M, c) for M in (1, 300, 4096) for c in ("128x128x64", "64x128x64")]
+
+
+def _extra_policies():
+    """Policies with mod and div maps (the MLP examples have only tile and all)."""
+    ext = (10, 7, 3)
+    out = []
+    for dims in [(DimMap("mod", 3), DimMap("div", 2), DimMap("tile")),
+                 (DimMap("div", 4), DimMap("all"), DimMap("mod", 2)),
+                 (DimMap("tile"), DimMap("mod", 5), DimMap("div", 2))]:
+        C = [d.extent(E) for d, E in zip(dims, ext)]
+        out.append(PolicyIR("d", "c", "p", "X", ext, dims, C[0] * C[1] * C[2]))
+    return out
+
+
+def _extra_orders():
+    return [OrderIR("g", "x", 3, 4, (12, 5, 2)), OrderIR("g", "y", 2, 3, (4, 6, 1)),
+            OrderIR("g", "x", 4, 3, (12, 5, 2), groups_outer=True), OrderIR("g", None, 1, 1, (7, 3, 2))]
+
+
+def _all_tiles(ext):
+    return [(x, y, z) for z in range(ext[2]) for y in range(ext[1]) for x in range(ext[0])]
+
+
+@pytest.mark.parametrize("model,M,config", MLP_CASES)
+def test_mlp_descriptors_match_ir(model, M, config):
+    pols, o1, o2 = sm90.compiled_mlp(model, M, config)
+    assert set(pols) >= {"TileSync", "RowSync"}
+    bm, bn, _ = sm90.tile_dims(config)
+    m = sm90.MODELS[model]
+    # the orders cover the kernel's tile grid: X = N / BN, Y = ceil(M / BM)
+    assert o1.extent == (m.N1 // bn, -(-M // bm), 1)
+    assert o2.extent == (m.H // bn, -(-M // bm), 1)
+    for o in (o1, o2):
+        d = sm90.order_desc(o)
+        assert [sm90.desc_tile(d, i) for i in range(o.num_tiles)] == [o.tile(i) for i in range(o.num_tiles)]
+    for p in pols.values():
+        d = sm90.policy_desc(p)
+        for t in _all_tiles(p.producer_extent):
+            assert (sm90.desc_sem(d, t), sm90.desc_value(d, t)) == (p.sem(t), p.value(t))
+
+
+def test_extra_descriptors_match_ir():
+    for p in _extra_policies():
+        d = sm90.policy_desc(p)
+        sems = set()
+        for t in _all_tiles(p.producer_extent):
+            assert (sm90.desc_sem(d, t), sm90.desc_value(d, t)) == (p.sem(t), p.value(t))
+            sems.add(p.sem(t))
+        assert sems == set(range(p.num_sems))
+    for o in _extra_orders():
+        d = sm90.order_desc(o)
+        assert [sm90.desc_tile(d, i) for i in range(o.num_tiles)] == [o.tile(i) for i in range(o.num_tiles)]
+
+
+def test_wrong_tile_width_for_llama_ep_is_a_clear_error():
+    with pytest.raises(cusyncgen.errors.CusyncError, match="128 wide"):
+        sm90.dep_params(sm90.MODELS["llama-ep"], 256, "128x256x64")
+
+
+HOST_MAIN = r"""
+#include <cstdio>
+#include "policy_desc.h"
+int main() {
+  int n;
+  while (scanf("%d", &n) == 1) {
+    if (n == 0) {  // policy: 10 ints, then tiles
+      CusyncSm90Policy p;
+      for (int i = 0; i < 3; ++i) scanf("%d %d %d", &p.kind[i], &p.param[i], &p.extent[i]);
+      scanf("%d", &p.num_sems);
+      for (int z = 0; z < p.extent[2]; ++z)
+        for (int y = 0; y < p.extent[1]; ++y)
+          for (int x = 0; x < p.extent[0]; ++x)
+            printf("%d %u\n", cusync_sm90::policy_sem(p, x, y, z), cusync_sm90::policy_value(p, x, y, z));
+    } else {  // order
+      CusyncSm90Order o;
+      scanf("%d %d %d %d %d %d %d", &o.group_dim, &o.group_stride, &o.group_count, &o.groups_outer, &o.extent[0],
+            &o.extent[1], &o.extent[2]);
+      for (int i = 0; i < o.extent[0] * o.extent[1] * o.extent[2]; ++i) {
+        int x, y, z;
+        cusync_sm90::order_tile(o, i, x, y, z);
+        printf("%d %d %d\n", x, y, z);
+      }
+    }
+  }
+  return 0;
+}
+"""
+
+
+def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    src = tmp_path / "main.cpp"
+    src.write_text(HOST_MAIN)
+    exe = tmp_path / "main"
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{sm90.source_dir()}", str(src), "-o", str(exe)], check=True)
+    pols = list(sm90.compiled_mlp("gpt3", 300, "128x128x64")[0].values()) + _extra_policies()
+    orders = list(sm90.compiled_mlp("llama-ep", 300, "64x128x64")[1:]) + _extra_orders()
+    inp, want = [], []
+    for p in pols:
+        d = sm90.policy_desc(p)
+        inp.append("0 " + " ".join(f"{d.kind[i]} {d.param[i]} {d.extent[i]}" for i in range(3)) + f" {d.num_sems}")
+        want += [f"{p.sem(t)} {p.value(t)}" for t in _all_tiles(p.producer_extent)]
+    for o in orders:
+        d = sm90.order_desc(o)
+        inp.append(f"1 {d.group_dim} {d.group_stride} {d.group_count} {d.groups_outer} "
+                   + " ".join(str(e) for e in o.extent))
+        want += ["%d %d %d" % o.tile(i) for i in range(o.num_tiles)]
+    out = subprocess.run([str(exe)], input="\n".join(inp) + "\n", capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:-1] == want
+
+
+@pytest.mark.nvcc
+def test_library_builds_for_sm90a_with_hgmma_and_no_local_memory():
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    if importlib.util.find_spec("cutlass_library") is None:
+        pytest.skip("CUTLASS headers not found (pip install nvidia-cutlass)")
+    lib = sm90.build(jobs=2)
+    assert lib.is_file()
+    if shutil.which("cuobjdump") is None:
+        pytest.skip("cuobjdump is not on PATH")
+    sass = subprocess.run(["cuobjdump", "-sass", str(lib)], capture_output=True, text=True, check=True).stdout
+    kernels = [blk for blk in sass.split("Function : ")[1:] if "sync_gemm_kernel" in blk.split("\n", 1)[0]]
+    assert len(kernels) == len(sm90.CONFIGS)
+    for k in kernels:
+        name = k.split("\n", 1)[0]
+        assert "HGMMA" in k, name
+        assert "STL" not in k and "LDL" not in k, f"local memory in {name}"
+
+
+def test_stored_descriptors_equal_the_compiled_ones(tmp_path, monkeypatch):
+    """A GPU machine without lark reads the descriptors `build` wrote: the same PolicyIR/OrderIR."""
+    path = sm90.write_descriptors(tmp_path / sm90.DESCRIPTORS)
+    monkeypatch.setattr(sm90, "library_path", lambda: tmp_path / sm90.LIB_NAME)
+    sm90._stored_descriptors.cache_clear()
+    try:
+        table = sm90._stored_descriptors()
+        assert path.is_file() and len(table) > 0
+        for (model, M, config), (pols, o1, o2) in table.items():
+            want = sm90._compile_mlp(model, M, config)
+            assert (pols, o1, o2) == want
+    finally:
+        sm90._stored_descriptors.cache_clear()
