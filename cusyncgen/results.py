@@ -86,6 +86,8 @@ def _load(path: Path) -> Run | None:
         missing = [k for k in ("config", "time_us") if not isinstance(r, dict) or k not in r]
         if missing:
             raise CusyncError(f"{path.name}: {key}[{i}] has no {', '.join(missing)}")
+        if isinstance(r["time_us"], bool) or not isinstance(r["time_us"], (int, float)):
+            raise CusyncError(f"{path.name}: {key}[{i}] time_us is {r['time_us']!r}, not a number")
     workload, device = str(data["workload"]), str(data["device"])
     prefix = ("tune-" if tune else "") + workload + "-" + slug(device)
     stem = path.stem
@@ -99,7 +101,8 @@ def load_runs(results: Path) -> list[Run]:
     runs = [r for p in sorted(results.glob("*.json")) if (r := _load(p)) is not None]
     order = {w: i for i, w in enumerate(WORKLOADS)}
     # default run first, then variants by name; devices by name
-    runs.sort(key=lambda r: (r.tune, order.get(r.workload, len(order)), r.workload, r.device, r.variant != "", r.variant))
+    runs.sort(key=lambda r: (r.tune, order.get(r.workload, len(order)), r.workload, r.device,
+                             r.variant != "", r.variant))
     return runs
 
 
@@ -315,11 +318,12 @@ def tune_tables(run: Run, base: Path) -> list[str]:
         g = _geomean([c.get("speedup_vs_streamsync") for c in cs])
         top = max(cs, key=lambda c: (c.get("speedup_vs_streamsync") or 0, -c.get("M", 0)))
         n = sum(_is_sync(c["config"]) for c in cs)
-        lines.append(f"| {model} | {_x(g)} | {_x(top.get('speedup_vs_streamsync'))} "
-                     f"({SIZE.get(run.workload, 'M').split(' ')[0]}={top.get('M')}, {top['config']}) | {n} of {len(cs)} |")
+        where = f"{SIZE.get(run.workload, 'M').split(' ')[0]}={top.get('M')}, {top['config']}"
+        lines.append(f"| {model} | {_x(g)} | {_x(top.get('speedup_vs_streamsync'))} ({where}) "
+                     f"| {n} of {len(cs)} |")
     has_pred = any(isinstance(c.get("predicted"), dict) for c in choices)
-    head = ["model", SIZE.get(run.workload, "M"), "choice", "tiles", "µs", "fastest StreamSync µs", "over StreamSync"] \
-        + (["planner's choice"] if has_pred else [])
+    head = ["model", SIZE.get(run.workload, "M"), "choice", "tiles", "µs", "fastest StreamSync µs",
+            "over StreamSync"] + (["planner's choice"] if has_pred else [])
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in choices:
         cells = [str(c.get("model", "")), str(c.get("M", "")), c["config"], str(c.get("tiles") or "-"),
@@ -364,8 +368,10 @@ def summary_rows(run: Run) -> list[tuple[str, str, str]]:
                 continue
             m_top, p_top, b_top = max(have, key=lambda x: (_speedup(x[2]), -x[1].M))
             faster = sum(_speedup(b) > 1.0 for _, _, b in have)
-            with_v = [p for _, p in members if p.vendor_graph() is not None and (kernel, p.model, p.M) in fastest]
-            v_faster = sum(p.vendor_graph()["time_us"] < fastest[(kernel, p.model, p.M)]["time_us"] for p in with_v)
+            with_v = [p for _, p in members
+                      if p.vendor_graph() is not None and (kernel, p.model, p.M) in fastest]
+            v_faster = sum(p.vendor_graph()["time_us"] < fastest[(kernel, p.model, p.M)]["time_us"]
+                           for p in with_v)
             names = "/".join(sorted({p.vendor_graph()["config"][:-len("+graph")] for p in with_v}))
             name = fam + ("" if kernel == DEFAULT_KERNEL else f" ({kernel})")
             where = (f"{m_top} " if m_top else "") + f"{size}={p_top.M}"
