@@ -82,12 +82,15 @@ def _load(path: Path) -> Run | None:
     key = "choices" if tune else "rows"
     if not isinstance(data.get(key), list):
         raise CusyncError(f"{path.name}: expected a list '{key}' in a {'tune' if tune else 'bench'} result")
-    for i, r in enumerate(data[key]):
-        missing = [k for k in ("config", "time_us") if not isinstance(r, dict) or k not in r]
-        if missing:
-            raise CusyncError(f"{path.name}: {key}[{i}] has no {', '.join(missing)}")
-        if isinstance(r["time_us"], bool) or not isinstance(r["time_us"], (int, float)):
-            raise CusyncError(f"{path.name}: {key}[{i}] time_us is {r['time_us']!r}, not a number")
+    if not isinstance(data.get("sdpa", []), list):
+        raise CusyncError(f"{path.name}: expected a list 'sdpa'")
+    for part in (key, "sdpa"):
+        for i, r in enumerate(data.get(part, [])):
+            missing = [k for k in ("config", "time_us") if not isinstance(r, dict) or k not in r]
+            if missing:
+                raise CusyncError(f"{path.name}: {part}[{i}] has no {', '.join(missing)}")
+            if isinstance(r["time_us"], bool) or not isinstance(r["time_us"], (int, float)):
+                raise CusyncError(f"{path.name}: {part}[{i}] time_us is {r['time_us']!r}, not a number")
     workload, device = str(data["workload"]), str(data["device"])
     prefix = ("tune-" if tune else "") + workload + "-" + slug(device)
     stem = path.stem
