@@ -1,0 +1,213 @@
+"""docs/results.md is generated from benchmarks/results/*.json (cusyncgen/results.py): the committed
+page is current, its numbers are the JSON's, missing devices/workloads and sm90 rows are handled,
+and the README and docs link only to files that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cusyncgen import results
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "results.md"
+
+
+def section(text: str, heading: str) -> str:
+    """The lines under ``heading`` up to the next heading of the same or a higher level."""
+    level = heading.split(" ")[0]
+    lines = text.splitlines()
+    start = lines.index(heading)
+    out = []
+    for line in lines[start + 1:]:
+        if line.startswith("#") and len(line.split(" ")[0]) <= len(level):
+            break
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_committed_page_is_regenerated():
+    text = results.render(RESULTS, PAGE.parent)
+    assert PAGE.read_text() == text, (
+        "docs/results.md differs from the JSON; run `python -m cusyncgen.results -o docs/results.md "
+        "benchmarks/results` instead of editing it by hand")
+
+
+def test_check_flag(tmp_path, capsys):
+    out = tmp_path / "docs" / "results.md"
+    assert results.main(["-o", str(out), "--check", str(RESULTS)]) == 1
+    assert "regenerate" in capsys.readouterr().err
+    assert results.main(["-o", str(out), str(RESULTS)]) == 0
+    assert results.main(["-o", str(out), "--check", str(RESULTS)]) == 0
+    out.write_text(out.read_text().replace("1.0", "1.1", 1))
+    assert results.main(["-o", str(out), "--check", str(RESULTS)]) == 1
+
+
+def _default_runs():
+    for path in sorted(RESULTS.glob("*.json")):
+        data = json.loads(path.read_text())
+        if path.stem.startswith("tune-") or "rows" not in data:
+            continue
+        if path.stem != f"{data['workload']}-{results.slug(data['device'])}":
+            continue
+        yield data
+
+
+@pytest.mark.parametrize("data", list(_default_runs()), ids=lambda d: f"{d['workload']}-{d['device']}")
+def test_point_rows_are_the_json(data):
+    """Every point's StreamSync time, best synchronized configuration (recomputed here from the
+    rows), its time and speed-up, and the vendor's graph time appear in that point's table row."""
+    page = PAGE.read_text()
+    title = results.TITLES[data["workload"]]
+    run = section(page, f"### {title} on {data['device']}")
+    if data["workload"] == "overhead":
+        for r in data["rows"]:
+            assert f"| {r['config']} | {r['time_us']:.1f} |" in run
+        return
+    vendor = data.get("vendor", "cuBLAS")
+    excluded = {"StreamSync", "PDL", "floor", vendor, vendor + "+graph"}
+    points = {}
+    for r in data["rows"]:
+        if "/" not in r["config"]:
+            points.setdefault((r["model"], r["M"]), []).append(r)
+    checked = 0
+    for (model, M), rows in points.items():
+        table = section(run, f"#### {model} (sm80 kernels)")
+        by = {r["config"]: r for r in rows}
+        sync = [r for r in rows if r["config"] not in excluded and r.get("correct", True)]
+        best = min(sync, key=lambda r: r["time_us"])
+        line = next(line for line in table.splitlines() if line.startswith(f"| {M} | "))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[1] == f"{by['StreamSync']['time_us']:.1f}"
+        assert cells[2] == f"{by['PDL']['speedup_vs_streamsync']:.3f}x"
+        assert cells[3] == best["config"] and cells[4] == f"{best['time_us']:.1f}"
+        assert cells[5] == f"{best['speedup_vs_streamsync']:.3f}x"
+        assert cells[6] == f"{by[vendor + '+graph']['time_us']:.1f}"
+        if "floor" in by:
+            assert cells[-2] == f"{by['floor']['time_us']:.1f}"
+        checked += 1
+    assert checked == len(points) > 0
+
+
+def test_summary_is_the_json():
+    """The MLP summary line of GPT-3 on the H200: the best speed-up over the sizes, where, and at
+    how many sizes the synchronized chain and cuBLAS+graph are faster, recomputed from the rows."""
+    data = json.loads((RESULTS / "mlp-nvidia-h200.json").read_text())
+    rows = [r for r in data["rows"] if r["model"] == "gpt3"]
+    best = {}
+    for r in rows:
+        if r["config"] not in ("StreamSync", "PDL", "floor", "cuBLAS", "cuBLAS+graph") and r["correct"]:
+            if r["M"] not in best or r["time_us"] < best[r["M"]]["time_us"]:
+                best[r["M"]] = r
+    top = max(best.values(), key=lambda r: r["speedup_vs_streamsync"])
+    faster = sum(r["speedup_vs_streamsync"] > 1 for r in best.values())
+    ours = {}
+    for r in rows:
+        if r["config"] not in ("floor", "cuBLAS", "cuBLAS+graph"):
+            ours[r["M"]] = min(ours.get(r["M"], float("inf")), r["time_us"])
+    cublas = sum(r["time_us"] < ours[r["M"]] for r in rows if r["config"] == "cuBLAS+graph")
+    line = next(line for line in section(PAGE.read_text(), "### MLP").splitlines()
+                if line.startswith("| gpt3 | NVIDIA H200 |"))
+    assert f"{top['speedup_vs_streamsync']:.3f}x (M={top['M']}, {top['config']})" in line
+    assert f"| {faster} of {len(best)} | {cublas} of {len(best)} (cuBLAS) |" in line
+
+
+def test_missing_workloads_and_devices(tmp_path):
+    shutil.copy(RESULTS / "mlp-nvidia-h200.json", tmp_path)
+    data = json.loads((RESULTS / "overhead-nvidia-h200.json").read_text())
+    (tmp_path / "overhead-nvidia-h200.json").write_text(json.dumps(data))
+    # a point without StreamSync or a vendor row still renders, with '-'
+    mlp = json.loads((RESULTS / "mlp-nvidia-h200.json").read_text())
+    dropped = ("StreamSync", "cuBLAS+graph")
+    mlp["rows"] = [r for r in mlp["rows"]
+                   if not (r["model"] == "gpt3" and r["M"] == 1 and r["config"] in dropped)]
+    (tmp_path / "mlp-nvidia-h200.json").write_text(json.dumps(mlp))
+    page = results.render(tmp_path, tmp_path)
+    assert section(page, "## Conv2D").strip() == "No results."
+    assert section(page, "## Attention").strip() == "No results."
+    assert section(section(page, "## Summary"), "### Conv2D").strip() == "No results."
+    assert "H100" not in page and "../" not in page
+    gpt3 = section(section(page, "### MLP on NVIDIA H200"), "#### gpt3 (sm80 kernels)")
+    assert any(line.startswith("| 1 | - |") for line in gpt3.splitlines())
+    assert "(mlp-nvidia-h200.json)" in page  # links relative to the output folder
+
+
+def test_kernel_field_groups_rows(tmp_path):
+    """Rows with "kernel": "sm90" get their own tables and summary lines; no field means sm80."""
+    data = json.loads((RESULTS / "mlp-nvidia-h200.json").read_text())
+    ours = [r for r in data["rows"] if r["config"] not in ("cuBLAS", "cuBLAS+graph", "floor")]
+    sm90 = [dict(r, kernel="sm90", time_us=r["time_us"] / 2) for r in ours if r["model"] == "gpt3"]
+    data["rows"] += sm90
+    (tmp_path / "mlp-nvidia-h200.json").write_text(json.dumps(data))
+    page = results.render(tmp_path, tmp_path)
+    run = section(page, "### MLP on NVIDIA H200")
+    assert "#### gpt3 (sm80 kernels)" in run and "#### gpt3 (sm90 kernels)" in run
+    assert "#### llama (sm90 kernels)" not in run
+    summary = section(page, "## Summary")
+    assert "| gpt3 | NVIDIA H200 |" in summary and "| gpt3 (sm90) | NVIDIA H200 |" in summary
+    # the sm90 rows are twice as fast, so cuBLAS+graph is compared with them in their own table
+    sm90_table = section(run, "#### gpt3 (sm90 kernels)")
+    sm80_table = section(run, "#### gpt3 (sm80 kernels)")
+    assert sm90_table != sm80_table
+
+
+def test_bad_input_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "mlp-nvidia-h200.json").write_text("{not json")
+    assert results.main([str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "mlp-nvidia-h200.json" in err and "Traceback" not in err
+    no_config = {"workload": "mlp", "device": "X", "rows": [{"M": 1}]}
+    (tmp_path / "mlp-nvidia-h200.json").write_text(json.dumps(no_config))
+    assert results.main([str(tmp_path)]) == 1
+    assert "rows[0] has no config, time_us" in capsys.readouterr().err
+    bad = {"workload": "mlp", "device": "X", "rows": [{"config": "StreamSync", "time_us": "fast"}]}
+    (tmp_path / "mlp-nvidia-h200.json").write_text(json.dumps(bad))
+    assert results.main([str(tmp_path)]) == 1
+    assert "time_us is 'fast', not a number" in capsys.readouterr().err
+    assert results.main([str(tmp_path / "nowhere")]) == 1
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_result_files_name_workload_device_variant():
+    """No result file carries a round of work in its name; every bench/tune JSON is named
+    <workload>-<device>[-<variant>] after the device it records."""
+    for path in RESULTS.iterdir():
+        assert not re.search(r"session|round", path.name), path.name
+    for path in RESULTS.glob("*.json"):
+        data = json.loads(path.read_text())
+        if "workload" in data:
+            prefix = f"{data['workload']}-{results.slug(data['device'])}"
+            if path.stem.startswith("tune-"):
+                prefix = "tune-" + prefix
+            assert path.stem == prefix or path.stem.startswith(prefix + "-"), path.name
+
+
+DOCS = ["README.md", "docs/design.md", "docs/results.md", "tests/cuda_src/README.md"]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_doc_links_resolve(doc):
+    """Every relative markdown link and every benchmarks/results/ path named in the docs exists."""
+    path = ROOT / doc
+    text = path.read_text()
+    for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+        if "://" in target:
+            continue
+        assert (path.parent / target).exists(), f"{doc} links to missing {target}"
+    for name in re.findall(r"benchmarks/results/([\w.+-]+\.\w+)", text):
+        assert (RESULTS / name).exists(), f"{doc} names missing benchmarks/results/{name}"
+
+
+def test_readme_summary_rows_are_generated():
+    """The README's result tables are copies of docs/results.md's summary rows."""
+    readme = (ROOT / "README.md").read_text()
+    summary = section(PAGE.read_text(), "## Summary")
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and " NVIDIA " in line]
+    assert rows, "the README has no result table"
+    for line in rows:
+        assert line in summary, f"README row not in docs/results.md's summary: {line}"
