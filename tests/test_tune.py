@@ -9,7 +9,7 @@ import pytest
 from cusyncgen.cuda import tune
 from dataclasses import asdict
 
-from cusyncgen.cuda.modules import default_tiles
+from cusyncgen.workloads.mlp import default_tiles
 
 T64 = asdict(default_tiles("gpt3", 1))
 T128 = asdict(default_tiles("gpt3", 4096))

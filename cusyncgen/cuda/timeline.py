@@ -77,9 +77,9 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
 
     import cupy
 
-    from cusyncgen.cuda.bench import rel_err
-    from cusyncgen.cuda.chain import Config
-    from cusyncgen.cuda.mlp import MLP
+    from cusyncgen.cuda.configs import Config
+    from cusyncgen.workloads.base import rel_err
+    from cusyncgen.workloads.mlp import MLP
 
     mlp = MLP(model, M, tiles=tiles, timeline=True, sync_warp=sync_warp)
     stream = cupy.cuda.Stream(non_blocking=False)
@@ -112,7 +112,7 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
             finally:
                 mlp.kernels[cfg.policy] = saved
             err = rel_err(outs[1], ref)
-            p, c = mlp._stages[cfg.policy] if cfg.policy else mlp.plain
+            p, c = mlp.stages_of(cfg)
             stages = {"gemm1": block_records(p), "gemm2": block_records(c)}
             key = name + ("/spread" if padded else "")
             out["configs"][key] = {"summary": summarize(stages), "rel_err": err, "blocks": stages}
@@ -121,12 +121,11 @@ def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None,
 
 def trace_attention(model: str, B: int, S: int, Sp: int, configs: list[str], runs: int = 5,
                     sync_warp: bool | None = None, spread: bool = True) -> dict:
-    """The five kernels of one Attention shape (cusyncgen.cuda.attention), as trace_mlp."""
+    """The five kernels of one Attention shape (cusyncgen.workloads.attention), as trace_mlp."""
     import cupy
 
-    from cusyncgen.cuda.attention import Attention
-    from cusyncgen.cuda.chain import Config
-    from cusyncgen.cuda.modules_attention import Shape
+    from cusyncgen.cuda.configs import Config
+    from cusyncgen.workloads.attention import Attention, Shape
 
     att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp, spread=spread)
     stream = cupy.cuda.Stream(non_blocking=True)
