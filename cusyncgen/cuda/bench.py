@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from cusyncgen.workloads.base import BENCH_OPTIONS, SPLIT_K, is_policy  # noqa: F401  (is_policy re-exported)
+from cusyncgen.workloads.base import SPLIT_K, is_policy
 
 
 def result_stem(workload: str, device: str, options: dict) -> str:
@@ -31,12 +31,6 @@ def result_stem(workload: str, device: str, options: dict) -> str:
 
 def slug(device: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
-
-
-def is_policy(config: str, vendor: str) -> bool:
-    """A generated policy's row on the chain's own kernels: not StreamSync, PDL alone, the floor,
-    the vendor library, nor a configuration re-timed on the split-K chain."""
-    return config not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph") and not config.endswith(SPLIT_K)
 
 
 def markdown(result: dict) -> str:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import cupy
+from cusyncgen.cuda.lazy import cupy
 
-from cusyncgen.cuda import driver, timing
+from cusyncgen.cuda import timing
+from cusyncgen.cuda.lazy import driver
 from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config, Ordering
 from cusyncgen.workloads.conv2d import REORDER, TOL, WAIT_INPUT, ConvChain, rel_err
 
