@@ -581,7 +581,7 @@ def main(argv=None) -> int:
         try:
             res = choose_from_bench([load_bench(p, cls.name) for p in args.from_json])
         except (CusyncError, ValueError) as exc:
-            print(f"cusyncgen tune: error: {exc}", file=sys.stderr)
+            print(f"cusyncgen tune: error: {getattr(exc, 'message', exc)}", file=sys.stderr)
             return 1
         return _write(res, args.out_dir, slug(res["device"]))
     if args.from_cache is not None:
@@ -596,7 +596,7 @@ def main(argv=None) -> int:
             res = tune_mlp(models or list(MODELS), sizes or SWEEP, args.iters, args.from_cache, progress=False,
                            device=device)
         except CusyncError as exc:
-            print(f"cusyncgen tune: error: {exc}", file=sys.stderr)
+            print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
             return 1
         except (ValueError, KeyError, StopIteration) as exc:
             print(f"cusyncgen tune: error: {args.from_cache}: {exc}", file=sys.stderr)
