@@ -71,3 +71,95 @@ def test_policy_configs_keep_the_benchmark_order():
                      "RowSync+R", "RowSync+RT", "RowSync+PDL+R", "RowSync+PDL+RT", "RowSync+WRT"]
     no_w = SM80_ORDERINGS - {Ordering.NONE}
     assert not any("W" in c.name for c in policy_configs(["RowSync"], no_w, w_ok=True))
+
+
+class _Log:
+    """Streams, events, stages and kernels that record what the chain does with them."""
+
+    def __init__(self):
+        self.events = []
+
+    def stream(self, name):
+        log = self
+
+        class S:
+            def wait_event(self, e):
+                log.events.append((name, "wait", e.name))
+
+            def __repr__(self):
+                return name
+        return S()
+
+    def event(self, name):
+        log = self
+
+        class E:
+            def record(self, s):
+                log.events.append((repr(s), "record", name))
+        e = E()
+        e.name = name
+        return e
+
+
+class _Stage:
+    def __init__(self, name):
+        self.name, self.ticket = name, f"ticket:{name}"
+
+    def args(self, flags):
+        return (self.name, flags)
+
+
+def _chain(n, log):
+    chain = Chain.__new__(Chain)
+    chain.n = n
+    chain.streams = [log.stream(f"s{i}") for i in range(n)]
+    chain._fork = log.event("fork")
+    chain._done = [log.event(f"done{i}") for i in range(n)]
+
+    class Wait:
+        def launch(self, grid, args, stream):
+            log.events.append((repr(stream), "wait-kernel", args[0], args[1], args[2].value, args[3].value))
+    chain.wait_kernel = Wait()
+    return chain
+
+
+def _links(n, log, tickets=(10, 20, 30)):
+    from cusyncgen.cuda.chain import Link
+
+    def launch(i):
+        return lambda s, sa, step: log.events.append((repr(s), "kernel", i, sa, step.pdl, step.early))
+    return [Link(_Stage(f"k{i}"), launch(i), tickets[i]) for i in range(n)]
+
+
+def test_the_wait_kernel_ordering_forks_waits_and_joins():
+    log = _Log()
+    main = log.stream("main")
+    _chain(3, log).run(main, Config("RowSync", Ordering.WAITKERNEL, False), _links(3, log))
+    assert log.events == [
+        ("main", "record", "fork"),
+        ("s0", "wait", "fork"), ("s0", "kernel", 0, ("k0", 0), False, False), ("s0", "record", "done0"),
+        ("s1", "wait", "fork"), ("s1", "wait-kernel", "ticket:k0", "ticket:k1", 10, 20),
+        ("s1", "kernel", 1, ("k1", 0), False, True), ("s1", "record", "done1"),
+        ("s2", "wait", "fork"), ("s2", "wait-kernel", "ticket:k1", "ticket:k2", 20, 30),
+        ("s2", "kernel", 2, ("k2", 0), False, True), ("s2", "record", "done2"),
+        ("main", "wait", "done0"), ("main", "wait", "done1"), ("main", "wait", "done2")]
+
+
+def test_pdl_and_stream_order_stay_on_the_callers_stream():
+    for cfg, expect in ((Config("TileSync", Ordering.PDL, True),
+                         [(0, ("k0", CUSTOM_ORDER | PDL_TRIGGER), False), (1, ("k1", CUSTOM_ORDER), True)]),
+                        (STREAM_SYNC, [(0, ("k0", 0), False), (1, ("k1", 0), False)]),
+                        (PDL_ALONE, [(0, ("k0", PDL_TRIGGER), False), (1, ("k1", PDL_WAIT), True)])):
+        log = _Log()
+        _chain(2, log).run(log.stream("main"), cfg, _links(2, log))
+        assert log.events == [("main", "kernel", i, sa, pdl, pdl) for i, sa, pdl in expect], cfg.name
+
+
+def test_w_has_no_wait_kernel_and_a_chain_checks_its_length():
+    log = _Log()
+    chain = _chain(2, log)
+    chain.run(log.stream("main"), Config("TileSync", Ordering.NONE, False), _links(2, log))
+    assert not any(e[1] == "wait-kernel" for e in log.events)
+    assert ("s1", "kernel", 1, ("k1", 0), False, False) in log.events
+    with pytest.raises(ValueError, match="a chain of 2 kernels got 3"):
+        chain.run(log.stream("main"), STREAM_SYNC, _links(3, log))
