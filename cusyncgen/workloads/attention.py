@@ -388,6 +388,16 @@ class Attention:
     def bench(cls, models=None, sizes=None, iters: int = 30, **options) -> dict:
         return bench(models, sizes, iters, **options)
 
+    @classmethod
+    def timelines(cls, model: str, sizes: str | None, configs: list[str], sync_warp: bool = True,
+                  spread: bool = False, no_spread: bool = False):
+        """(file stem, per-block timeline) of each B,S,Sp shape of `sizes` ("1,1024,0;4,1,512")."""
+        for spec in (sizes or "1,1024,0").split(";"):
+            B, S, Sp = (int(v) for v in spec.split(","))
+            yield (f"timeline-attn-{model}-B{B}-S{S}-Sp{Sp}" + ("" if sync_warp else "-nosyncwarp")
+                   + ("-nospread" if no_spread else ""),
+                   trace(model, B, S, Sp, configs, sync_warp=None if sync_warp else False, spread=not no_spread))
+
     sync_each = False  # diagnosis: StreamSync synchronizes after every kernel and names the one that faults
 
     def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT,
@@ -779,6 +789,41 @@ def bench(models=None, sizes=None, iters: int = 30, sync_warp: bool | None = Non
                      "depTR1 gR->gT, depT2 gT->g2) is in each row's 'policies'; +PDL: PDL ordering instead "
                      "of the wait-kernel; +R: the output GeMM loads Wo before waiting. Prompt rows: M = B*S "
                      "with B = 1; generation rows: M = B, S = 1, S' in the model name."}
+
+
+def trace(model: str, B: int, S: int, Sp: int, configs: list[str], runs: int = 5,
+          sync_warp: bool | None = None, spread: bool = True) -> dict:
+    """Per-block timelines of the five kernels of one shape (a CUSYNC_TIMELINE build,
+    cusyncgen.cuda.timeline), each configuration recorded from one CUDA-graph replay."""
+    from cusyncgen.cuda.timeline import block_records, summarize
+
+    att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp, spread=spread)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = {"model": att.shape.label, "M": att.shape.size, "tiles": "default",
+           "sync_warp": [r for r, used in att.sync_warp_used.items() if used], "configs": {}}
+    bufs = att.buffers(seed=0)
+    for name in configs:
+        cfg = Config.parse(name)
+        if cfg.policy not in (None, *att.policy_names):
+            continue
+        for _ in range(runs):
+            att.run(stream, cfg, bufs)
+        stream.synchronize()
+        errs = att.check(bufs)
+        # the recorded launch: one CUDA-graph replay (no host launch gaps between the kernels), the
+        # records cleared first (a split-K block that does not post its tile writes none)
+        graph = timing.capture(lambda s: att.run(s, cfg, bufs), stream)
+        for _ in range(runs):
+            graph.launch(stream)
+        with stream:
+            for st in att._stages[cfg.policy]:
+                st.timeline.fill(0)
+        stream.synchronize()
+        graph.launch(stream)
+        stream.synchronize()
+        stages = {st.name: block_records(st) for st in att._stages[cfg.policy]}
+        out["configs"][name] = {"summary": summarize(stages), "rel_err": errs["chain"], "blocks": stages}
+    return out
 
 
 def _diagnose_one(model: str, B: int, S: int, Sp: int, debug: bool) -> None:

@@ -300,6 +300,14 @@ class MLP:
     def bench(cls, models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
         return bench(models, sizes, iters, progress)
 
+    @classmethod
+    def timelines(cls, model: str, sizes: str | None, configs: list[str], sync_warp: bool = True,
+                  spread: bool = False, no_spread: bool = False):
+        """(file stem, per-block timeline) of each M of `sizes` ("1,256"; cusyncgen.cuda.timeline)."""
+        for M in (int(m) for m in (sizes or "1").split(",")):
+            yield (f"timeline-{model}-M{M}{'' if sync_warp else '-nosyncwarp'}",
+                   trace(model, M, configs, spread=spread, sync_warp=sync_warp))
+
     def __post_init__(self):
         self.model = MODELS[self.model_name]
         self.tiles = self.tiles or default_tiles(self.model_name, self.M)
@@ -447,6 +455,53 @@ def split_interleaved(y, F: int):
 def gemm_args(a, b, c, M, N, K, F) -> GemmArgs:
     return GemmArgs(A=a.data.ptr, B=b.data.ptr, C=c.data.ptr, M=M, N=N, K=K,
                     lda=a.shape[1], ldb=b.shape[1], ldc=c.shape[1], swiglu_offset=F)
+
+
+def trace(model: str, M: int, configs: list[str], runs: int = 5, tiles=None, spread: bool = False,
+          sync_warp: bool = True) -> dict:
+    """Per-block timelines of one MLP (a CUSYNC_TIMELINE build, cusyncgen.cuda.timeline): run each
+    configuration `runs` times (the last one is recorded).
+    spread: also run each synchronized configuration with the consumer's shared memory padded
+    (spread_smem) so that no two consumer blocks are placed on one SM ("<config>/spread")."""
+    import dataclasses
+
+    from cusyncgen.cuda.timeline import block_records, summarize
+
+    mlp = MLP(model, M, tiles=tiles, timeline=True, sync_warp=sync_warp)
+    stream = cupy.cuda.Stream(non_blocking=False)
+    out = {"model": model, "M": M, "tiles": mlp.tiles.label, "sync_warp": sync_warp, "configs": {}}
+    pad = driver.spread_smem(mlp.kernels[None][1], driver.block_smem(mlp.kernels[None][0])) if spread else 0
+    configs = [n for n in configs if Config.parse(n).policy in (None, *mlp.policy_names)]
+    runs_of = [(name, False) for name in configs]
+    if pad:
+        runs_of += [(name, True) for name in configs if name != "StreamSync"]
+    with stream:
+        bufs = mlp.buffers(seed=0)
+        outs = mlp.outputs()
+        stream.synchronize()
+        ref = mlp.reference(*bufs)
+        for name, padded in runs_of:
+            cfg = Config.parse(name)
+            saved = mlp.kernels[cfg.policy]
+            if padded:
+                k1, k2, k2r = saved
+                for k in (k2, k2r):
+                    if k is not None:
+                        k.function.max_dynamic_shared_size_bytes = pad
+                mlp.kernels[cfg.policy] = (k1, dataclasses.replace(k2, smem=pad),
+                                           k2r and dataclasses.replace(k2r, smem=pad))
+            try:
+                for _ in range(runs):
+                    mlp.run(stream, cfg, *bufs, *outs)
+                stream.synchronize()
+            finally:
+                mlp.kernels[cfg.policy] = saved
+            err = rel_err(outs[1], ref)
+            p, c = mlp.stages_of(cfg)
+            stages = {"gemm1": block_records(p), "gemm2": block_records(c)}
+            key = name + ("/spread" if padded else "")
+            out["configs"][key] = {"summary": summarize(stages), "rel_err": err, "blocks": stages}
+    return out
 
 
 # ---- the benchmark ----
