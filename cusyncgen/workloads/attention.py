@@ -216,22 +216,31 @@ def configs(compiled) -> dict[str, tuple[str, str, str, str]]:
             if all(p in have.get(k, ()) for p, k in zip(pols, need))}
 
 
+def _config_stages(compiled, ns: str, pols: tuple[str, str, str, str]) -> dict[str, str]:
+    """Per kernel role, the CuStage type of one policy combination, every policy's C++ struct as
+    the IR names it. gT's second input (the V tiles of the QKV GeMM) waits through depTR1's g1
+    policy where the compiler generated one of that name, else through depQK's (the same map)."""
+    struct = {(p.dep, p.producer, p.name): f"{ns}::{p.struct_name}" for p in compiled.policies}
+    p1, p2, p3, p4 = pols
+    qk, pr, tr, t2 = (struct[("depQK", "g1", p1)], struct[("depPR", "gP", p2)], struct[("depTR1", "gR", p3)],
+                      struct[("depT2", "gT", p4)])
+    g1v = struct.get(("depTR1", "g1", p1), qk)
+    return {
+        "qkv": f"cusync::CuStage<{ns}::g1_order, {qk}>",
+        "pgemm": f"cusync::CuStage<{ns}::gP_order, {pr}, {qk}>",
+        "softmax": f"cusync::CuStage<{ns}::gR_order, {tr}, {pr}>",
+        "rv": f"cusync::CuStage<{ns}::gT_order, {t2}, {tr}, {g1v}>",
+        "out": f"cusync::CuStage<{ns}::g2_order, cusync::NoSync, {t2}>",
+    }
+
+
 def role_types(shape: Shape, compiled, ns: str) -> dict[str, list[str]]:
     """Per kernel, the stage types its StageSwitch holds: index 0 the plain stage, then one per
     distinct policy tuple the kernel needs (the order of role_index)."""
-    have = _policy_names(compiled)
     types = {r: [f"cusync::PlainStage<{ns}::{g}_order>"] for r, g in
              (("qkv", "g1"), ("pgemm", "gP"), ("softmax", "gR"), ("rv", "gT"), ("out", "g2"))}
-    for p1, p2, p3, p4 in configs(compiled).values():
-        g1v = f"{ns}::depTR1_g1_{p1}" if p1 in have.get(("depTR1", "g1"), ()) else f"{ns}::depQK_g1_{p1}"
-        cand = {
-            "qkv": f"cusync::CuStage<{ns}::g1_order, {ns}::depQK_g1_{p1}>",
-            "pgemm": f"cusync::CuStage<{ns}::gP_order, {ns}::depPR_gP_{p2}, {ns}::depQK_g1_{p1}>",
-            "softmax": f"cusync::CuStage<{ns}::gR_order, {ns}::depTR1_gR_{p3}, {ns}::depPR_gP_{p2}>",
-            "rv": f"cusync::CuStage<{ns}::gT_order, {ns}::depT2_gT_{p4}, {ns}::depTR1_gR_{p3}, {g1v}>",
-            "out": f"cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ns}::depT2_gT_{p4}>",
-        }
-        for r, t in cand.items():
+    for pols in configs(compiled).values():
+        for r, t in _config_stages(compiled, ns, pols).items():
             if t not in types[r]:
                 types[r].append(t)
     return types
@@ -240,18 +249,9 @@ def role_types(shape: Shape, compiled, ns: str) -> dict[str, list[str]]:
 def role_index(shape: Shape, compiled, ns: str) -> dict[str | None, dict[str, int]]:
     """config name (None: plain) -> kernel role -> `which`."""
     types = role_types(shape, compiled, ns)
-    have = _policy_names(compiled)
     out: dict = {None: {r: 0 for r in types}}
-    for name, (p1, p2, p3, p4) in configs(compiled).items():
-        g1v = f"{ns}::depTR1_g1_{p1}" if p1 in have.get(("depTR1", "g1"), ()) else f"{ns}::depQK_g1_{p1}"
-        cand = {
-            "qkv": f"cusync::CuStage<{ns}::g1_order, {ns}::depQK_g1_{p1}>",
-            "pgemm": f"cusync::CuStage<{ns}::gP_order, {ns}::depPR_gP_{p2}, {ns}::depQK_g1_{p1}>",
-            "softmax": f"cusync::CuStage<{ns}::gR_order, {ns}::depTR1_gR_{p3}, {ns}::depPR_gP_{p2}>",
-            "rv": f"cusync::CuStage<{ns}::gT_order, {ns}::depT2_gT_{p4}, {ns}::depTR1_gR_{p3}, {g1v}>",
-            "out": f"cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ns}::depT2_gT_{p4}>",
-        }
-        out[name] = {r: types[r].index(t) for r, t in cand.items()}
+    for name, pols in configs(compiled).items():
+        out[name] = {r: types[r].index(t) for r, t in _config_stages(compiled, ns, pols).items()}
     return out
 
 
