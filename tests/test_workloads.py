@@ -163,3 +163,22 @@ def test_w_has_no_wait_kernel_and_a_chain_checks_its_length():
     assert ("s1", "kernel", 1, ("k1", 0), False, False) in log.events
     with pytest.raises(ValueError, match="a chain of 2 kernels got 3"):
         chain.run(log.stream("main"), STREAM_SYNC, _links(3, log))
+
+
+def test_a_second_kernel_family_registers_beside_the_first(monkeypatch):
+    """How a Hopper family plugs in: a class of the same name with its own kernel (and orderings);
+    the default family stays what bench, tune and prebuild loop over."""
+    import cusyncgen.workloads as w
+    from cusyncgen.workloads.mlp import MLP
+    monkeypatch.setattr(w, "FAMILIES", {n: dict(f) for n, f in w.FAMILIES.items()})
+
+    class Hopper(MLP):
+        kernel = "sm90"
+        orderings = SM80_ORDERINGS | {Ordering.PERSISTENT}
+    w.register(Hopper)
+    assert w.get("mlp", "sm90") is Hopper and w.get("mlp") is MLP and w.kernels() == ["sm80", "sm90"]
+    with pytest.raises(KeyError, match="no sm90 kernels for conv2d"):
+        w.get("conv2d", "sm90")
+    from cusyncgen.cuda.bench import result_stem
+    assert result_stem("mlp", "NVIDIA H100 80GB HBM3", {}, "sm90") == "mlp-nvidia-h100-80gb-hbm3-sm90"
+    assert result_stem("conv2d", "NVIDIA H200", {"sync_warp": True}) == "conv2d-nvidia-h200-syncwarp-on"

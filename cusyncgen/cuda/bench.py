@@ -20,11 +20,13 @@ from pathlib import Path
 from cusyncgen.workloads.base import SPLIT_K, is_policy
 
 
-def result_stem(workload: str, device: str, options: dict) -> str:
-    """The file name (without suffix) of a bench result: workload, device slug, and each option
-    that is not the workload's default (sync warp on/off, spread on/off, tiles)."""
+def result_stem(workload: str, device: str, options: dict, kernel: str = "sm80") -> str:
+    """The file name (without suffix) of a bench result: workload, device slug, the kernel family
+    where it is not the default (sm80), and each option that is not the workload's default (sync
+    warp on/off, spread on/off, tiles)."""
     sw, spread, tiles = options.get("sync_warp"), options.get("spread"), options.get("tiles")
-    return (f"{workload}-{slug(device)}" + ("" if sw is None else f"-syncwarp-{'on' if sw else 'off'}")
+    return (f"{workload}-{slug(device)}" + ("" if kernel == "sm80" else f"-{kernel}")
+            + ("" if sw is None else f"-syncwarp-{'on' if sw else 'off'}")
             + ("" if spread is None else f"-spread-{'on' if spread else 'off'}")
             + (f"-tiles-{slug(tiles)}" if tiles else ""))
 
@@ -135,9 +137,11 @@ def write(result: dict, out_dir: Path, stem: str) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    from cusyncgen.workloads import REGISTRY
+    from cusyncgen.workloads import DEFAULT_KERNEL, FAMILIES, REGISTRY, get, kernels
     ap = argparse.ArgumentParser(prog="cusyncgen bench", description=__doc__.splitlines()[0])
     ap.add_argument("workload", choices=list(REGISTRY))
+    ap.add_argument("--kernel", choices=kernels(), default=DEFAULT_KERNEL,
+                    help=f"the kernel family (default {DEFAULT_KERNEL}); results of another go to files named -<kernel>")
     ap.add_argument("--models", default=None, help="comma-separated models of the workload (default: all)")
     ap.add_argument("--M", default=None, help="comma-separated sizes of the sweep (default: the paper's)")
     ap.add_argument("--iters", type=int, default=30)
@@ -154,7 +158,9 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
                     help="where the JSON, markdown and PNG go (default: the current directory)")
     args = ap.parse_args(argv)
-    cls = REGISTRY[args.workload]
+    if args.kernel not in FAMILIES[args.workload]:
+        ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
+    cls = get(args.workload, args.kernel)
     onoff = {"auto": None, "on": True, "off": False}
     options = {"sync_warp": onoff[args.sync_warp], "spread": onoff[args.spread], "tiles": args.tiles}
     asked = {k: v for k, v in options.items() if v is not None}
@@ -174,7 +180,7 @@ def main(argv=None) -> int:
     res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
     for r in res["rows"]:
         r.setdefault("kernel", cls.kernel)
-    paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked))
+    paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel))
     for p in paths:
         print(p)
     if res.get("vendor"):

@@ -17,15 +17,37 @@ from cusyncgen.workloads.conv2d import ConvChain
 from cusyncgen.workloads.mlp import MLP
 from cusyncgen.workloads.overhead import CopyChain
 
-REGISTRY: dict[str, type] = {w.name: w for w in (MLP, ConvChain, Attention, CopyChain)}
+# name -> kernel family -> class. A second kernel family of a workload (e.g. Hopper's "sm90")
+# is a class with the same name and its own `kernel`, sources and orderings, registered here.
+FAMILIES: dict[str, dict[str, type]] = {}
 
 
-def get(name: str) -> type:
-    """The workload class named `name` (a KeyError names the known ones)."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"no workload {name!r} (known: {', '.join(REGISTRY)})") from None
+def register(cls: type) -> type:
+    FAMILIES.setdefault(cls.name, {})[cls.kernel] = cls
+    return cls
 
 
-__all__ = ["REGISTRY", "Workload", "get", "MLP", "ConvChain", "Attention", "CopyChain"]
+for _cls in (MLP, ConvChain, Attention, CopyChain):
+    register(_cls)
+
+DEFAULT_KERNEL = "sm80"
+# the workloads on their default kernel family: what bench, tune, prebuild and timeline loop over
+REGISTRY: dict[str, type] = {name: fams[DEFAULT_KERNEL] for name, fams in FAMILIES.items()}
+
+
+def kernels() -> list[str]:
+    """Every registered kernel family."""
+    return sorted({k for fams in FAMILIES.values() for k in fams})
+
+
+def get(name: str, kernel: str = DEFAULT_KERNEL) -> type:
+    """The workload class named `name` on kernel family `kernel` (a KeyError names the known ones)."""
+    if name not in FAMILIES:
+        raise KeyError(f"no workload {name!r} (known: {', '.join(FAMILIES)})")
+    if kernel not in FAMILIES[name]:
+        raise KeyError(f"no {kernel} kernels for {name} (it has: {', '.join(FAMILIES[name])})")
+    return FAMILIES[name][kernel]
+
+
+__all__ = ["FAMILIES", "REGISTRY", "Workload", "get", "kernels", "register", "MLP", "ConvChain", "Attention",
+           "CopyChain"]
