@@ -29,7 +29,8 @@ from cusyncgen.cuda.abi import AttnGeo, GemmArgs, SoftmaxArgs, StageArgs, Timeli
 from cusyncgen.cuda.chain import Chain, Link
 from cusyncgen.cuda.configs import SM80_ORDERINGS, Config, Ordering, policy_configs
 from cusyncgen.cuda.lazy import cupy, driver, torch
-from cusyncgen.workloads.kernels import KERNEL_FAMILY, WAIT_KERNEL, KernelVariant, examples_dir, source
+from cusyncgen.workloads.kernels import (KERNEL_FAMILY, WAIT_KERNEL, GemmConfig, KernelVariant, StageType, examples_dir,
+                                         source)
 
 DH = 128          # head dimension (GPT-3 and LLaMA-65B)
 SOFTMAX_THREADS = 1024  # softmax.cuh: one warp per row at a time, 32 rows in flight per block
@@ -137,11 +138,10 @@ class Shape:
             return 128, 128, 64, 3, 2, 4
         return (128, 128, 32, 4, 2, 2) if self.prompt else (64, 128, 64, 4, 2, 2)
 
-    def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False, split: bool = False) -> str:
+    def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False, split: bool = False) -> GemmConfig:
         """split: the GeMM honours its stage's splits() (gemm.cuh SplitK; token generation only)."""
-        low = lambda b: str(b).lower()
-        tail = f"cusync_kernels::EpiIdentity, 0, {low(reorder)}, {DH}, {low(sync_warp)}, {low(split and not self.prompt)}>"
-        return f"cusync_kernels::GemmConfig<{', '.join(map(str, self.gemm_tile))}, {tail}"
+        return GemmConfig(self.gemm_tile, "cusync_kernels::EpiIdentity", 0, reorder, DH, sync_warp,
+                          split and not self.prompt)
 
     @property
     def gemm_threads(self) -> int:
@@ -216,42 +216,36 @@ def configs(compiled) -> dict[str, tuple[str, str, str, str]]:
             if all(p in have.get(k, ()) for p, k in zip(pols, need))}
 
 
-def _config_stages(compiled, ns: str, pols: tuple[str, str, str, str]) -> dict[str, str]:
-    """Per kernel role, the CuStage type of one policy combination, every policy's C++ struct as
-    the IR names it. gT's second input (the V tiles of the QKV GeMM) waits through depTR1's g1
-    policy where the compiler generated one of that name, else through depQK's (the same map)."""
-    struct = {(p.dep, p.producer, p.name): f"{ns}::{p.struct_name}" for p in compiled.policies}
+def _config_stages(compiled, pols: tuple[str, str, str, str]) -> dict[str, StageType]:
+    """Per kernel role, the stage type of one policy combination, every policy's C++ struct as the
+    IR names it. gT's second input (the V tiles of the QKV GeMM) waits through depTR1's g1 policy
+    where the compiler generated one of that name, else through depQK's (the same map)."""
+    struct = {(p.dep, p.producer, p.name): p.struct_name for p in compiled.policies}
     p1, p2, p3, p4 = pols
     qk, pr, tr, t2 = (struct[("depQK", "g1", p1)], struct[("depPR", "gP", p2)], struct[("depTR1", "gR", p3)],
                       struct[("depT2", "gT", p4)])
     g1v = struct.get(("depTR1", "g1", p1), qk)
-    return {
-        "qkv": f"cusync::CuStage<{ns}::g1_order, {qk}>",
-        "pgemm": f"cusync::CuStage<{ns}::gP_order, {pr}, {qk}>",
-        "softmax": f"cusync::CuStage<{ns}::gR_order, {tr}, {pr}>",
-        "rv": f"cusync::CuStage<{ns}::gT_order, {t2}, {tr}, {g1v}>",
-        "out": f"cusync::CuStage<{ns}::g2_order, cusync::NoSync, {t2}>",
-    }
+    return {"qkv": StageType("g1", (qk,)), "pgemm": StageType("gP", (pr, qk)), "softmax": StageType("gR", (tr, pr)),
+            "rv": StageType("gT", (t2, tr, g1v)), "out": StageType("g2", (None, t2))}
 
 
-def role_types(shape: Shape, compiled, ns: str) -> dict[str, list[str]]:
+def role_types(shape: Shape, compiled) -> dict[str, list[StageType]]:
     """Per kernel, the stage types its StageSwitch holds: index 0 the plain stage, then one per
     distinct policy tuple the kernel needs (the order of role_index)."""
-    types = {r: [f"cusync::PlainStage<{ns}::{g}_order>"] for r, g in
-             (("qkv", "g1"), ("pgemm", "gP"), ("softmax", "gR"), ("rv", "gT"), ("out", "g2"))}
+    types = {r: [StageType(g)] for r, g in zip(ROLES, ORDER)}
     for pols in configs(compiled).values():
-        for r, t in _config_stages(compiled, ns, pols).items():
+        for r, t in _config_stages(compiled, pols).items():
             if t not in types[r]:
                 types[r].append(t)
     return types
 
 
-def role_index(shape: Shape, compiled, ns: str) -> dict[str | None, dict[str, int]]:
+def role_index(shape: Shape, compiled) -> dict[str | None, dict[str, int]]:
     """config name (None: plain) -> kernel role -> `which`."""
-    types = role_types(shape, compiled, ns)
+    types = role_types(shape, compiled)
     out: dict = {None: {r: 0 for r in types}}
     for name, pols in configs(compiled).items():
-        out[name] = {r: types[r].index(t) for r, t in _config_stages(compiled, ns, pols).items()}
+        out[name] = {r: types[r].index(t) for r, t in _config_stages(compiled, pols).items()}
     return out
 
 
@@ -268,7 +262,8 @@ def num_sems(compiled, config: str | None) -> dict[str, int]:
 # ---- kernel names: the module's writer and Attention's loader both ask these ----
 
 GEMM, SOFTMAX, RV = "CUSYNC_ATTN_GEMM", "CUSYNC_ATTN_SOFTMAX", "CUSYNC_ATTN_RV"  # kernels/attention.cuh
-ROLES = ("qkv", "pgemm", "softmax", "rv", "out")   # the kernels of ORDER's grids, in chain order
+ORDER = ("g1", "gP", "gR", "gT", "g2")            # the chain's grids
+ROLES = ("qkv", "pgemm", "softmax", "rv", "out")   # their kernels
 
 
 def kernel_symbol(role: str, reorder: bool = False, sync_warp: bool = False) -> str:
@@ -280,29 +275,24 @@ def kernel_symbol(role: str, reorder: bool = False, sync_warp: bool = False) -> 
 
 def module_source(shape: Shape, debug: bool = False, timeline: bool = False) -> build.Source:
     compiled, ns = compile_dep(shape)
-    types = role_types(shape, compiled, ns)
+    types = role_types(shape, compiled)
     sw = {r: f"Sw_{r}" for r in types}
     gemm = lambda role, cfg, adapter, r=False, s=False: KernelVariant(kernel_symbol(role, r, s), GEMM, (cfg, sw[role], adapter))
-    groups = [
-        {"usings": [("CfgG", shape.gemm_cfg(False)),
-                    # the QKV and output GeMMs split over K in token generation (Shape.splits; the P GeMM never)
-                    ("CfgGK", shape.gemm_cfg(False, split=True)), ("CfgGRK", shape.gemm_cfg(True, split=True)),
-                    ("QkvAd", f"cusync_kernels::QkvStage<{sw['qkv']}>"),
-                    ("PAd", f"cusync_kernels::PStage<{sw['pgemm']}, {ns}::depQK_g1_waits>"),
-                    ("OutAd", f"cusync_kernels::OutStage<{sw['out']}, {ns}::depT2_gT_waits>")],
-         "kernels": [gemm("qkv", "CfgGK", "QkvAd"), gemm("pgemm", "CfgG", "PAd"), gemm("out", "CfgGK", "OutAd"),
-                     gemm("out", "CfgGRK", "OutAd", True)]},
-        # the waiting GeMMs again with a sync warp (gemm.cuh SyncWarp; the adapters' serve_k)
-        {"usings": [("CfgGS", shape.gemm_cfg(False, True)), ("CfgGRS", shape.gemm_cfg(True, True))],
-         "kernels": [gemm("pgemm", "CfgGS", "PAd", False, True), gemm("out", "CfgGS", "OutAd", False, True),
-                     gemm("out", "CfgGRS", "OutAd", True, True),
-                     KernelVariant(kernel_symbol("softmax"), SOFTMAX,
-                                   (str(shape.tile_m), str(SOFTMAX_THREADS), sw["softmax"], f"{ns}::depPR_gP_waits")),
-                     KernelVariant(kernel_symbol("rv"), RV,
-                                   (str(shape.tile_m), sw["rv"], f"{ns}::depTR1_gR_waits", f"{ns}::depTR1_g1_waits"))]},
-    ]
+    # the QKV and output GeMMs split over K in token generation (Shape.splits; the P GeMM never)
+    configs = {"CfgG": shape.gemm_cfg(False), "CfgGK": shape.gemm_cfg(False, split=True),
+               "CfgGRK": shape.gemm_cfg(True, split=True), "CfgGS": shape.gemm_cfg(False, True),
+               "CfgGRS": shape.gemm_cfg(True, True)}
+    gemms = [gemm("qkv", "CfgGK", "QkvAd"), gemm("pgemm", "CfgG", "PAd"), gemm("out", "CfgGK", "OutAd"),
+             gemm("out", "CfgGRK", "OutAd", True)]
+    sync_warp_gemms = [gemm("pgemm", "CfgGS", "PAd", False, True), gemm("out", "CfgGS", "OutAd", False, True),
+                       gemm("out", "CfgGRS", "OutAd", True, True)]
+    others = [KernelVariant(kernel_symbol("softmax"), SOFTMAX,
+                            (str(shape.tile_m), str(SOFTMAX_THREADS), sw["softmax"], f"{ns}::depPR_gP_waits")),
+              KernelVariant(kernel_symbol("rv"), RV,
+                            (str(shape.tile_m), sw["rv"], f"{ns}::depTR1_gR_waits", f"{ns}::depTR1_g1_waits"))]
     return source("attention.cu.j2", shape.name + ("_debug" if debug else "") + ("_timeline" if timeline else ""),
-                  ns, compiled.header, debug, timeline, switches=[(sw[r], ts) for r, ts in types.items()], groups=groups)
+                  ns, compiled.header, debug, timeline, switches=[(sw[r], ts) for r, ts in types.items()], sw=sw,
+                  configs=configs, gemms=gemms, sync_warp_gemms=sync_warp_gemms, others=others)
 
 
 def test_shapes() -> list[Shape]:
@@ -312,7 +302,6 @@ def test_shapes() -> list[Shape]:
 
 # ---- on the GPU ----
 
-ORDER = ("g1", "gP", "gR", "gT", "g2")
 DROPOUT = 0.1
 TOL_STAGE = 1e-2   # one kernel against float32 math on its own (fp16) inputs
 TOL_E2E = 2e-2     # the chain against float32 math from X
@@ -425,7 +414,7 @@ class Attention:
                   "softmax": k(softmax, self.module.constant_int(f"{softmax}_threads")), "rv": k(kernel_symbol("rv"), 256),
                   "out": gemm("out"), "out_R": gemm("out", True)}
         self.chain = Chain(len(ORDER), k(WAIT_KERNEL, 1))
-        self.index = role_index(sh, self.compiled, self.ns)
+        self.index = role_index(sh, self.compiled)
         self.policy_names = list(configs(self.compiled))
         # token generation: the QKV GeMM, R V and the output GeMM split over K (kernels/splitk.cuh);
         # their fp32 partials (tile_m x 128 per tile and split) and arrival counters (zeroed once:

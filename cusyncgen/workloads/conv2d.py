@@ -28,7 +28,8 @@ from cusyncgen.cuda.chain import Chain, Link
 from cusyncgen.cuda.configs import SM80_ORDERINGS, Config, policy_configs
 from cusyncgen.cuda.lazy import cupy, driver, torch
 from cusyncgen.workloads.base import SPLIT_K, is_policy, rel_err as rel_err_one
-from cusyncgen.workloads.kernels import KERNEL_FAMILY, WAIT_KERNEL, KernelVariant, examples_dir, policy_type, source
+from cusyncgen.workloads.kernels import (KERNEL_FAMILY, WAIT_KERNEL, ConvConfig, KernelVariant, StageType, examples_dir,
+                                         source)
 
 @dataclass(frozen=True)
 class Layer:
@@ -79,15 +80,9 @@ class Tiles:
     warps_m: int = 2
     warps_n: int = 2
 
-    @property
-    def cfg(self) -> str:
-        return self.config()
-
-    def config(self, sync_warp: bool = False) -> str:
+    def config(self, sync_warp: bool = False) -> ConvConfig:
         """Kernels without a sync warp honour their stage's splits (split-K, kernels/splitk.cuh)."""
-        low = lambda b: str(b).lower()
-        return (f"cusync_kernels::ConvConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, "
-                f"{self.warps_m}, {self.warps_n}, {self.BN}, {low(sync_warp)}, {low(not sync_warp)}>")
+        return ConvConfig((self.BM, self.BN, self.BK, self.stages, self.warps_m, self.warps_n), sync_warp)
 
     @property
     def threads(self) -> int:
@@ -181,26 +176,26 @@ def module_source(model: Model, layer: Layer, batch: int, tiles: Tiles, debug: b
     grids = [f"g{i + 1}" for i in range(n)]
     deps = {}  # consumer index -> {policy name: (C++ type, semaphores)}
     for p in compiled.policies:
-        deps.setdefault(grids.index(p.consumer), {})[p.name] = (policy_type(ns, p), p.num_sems)
-    plain = [KernelVariant(kernel_symbol(1, None), MACRO, ("Cfg", f"cusync::PlainStage<{ns}::g1_order>"))]
+        deps.setdefault(grids.index(p.consumer), {})[p.name] = (p.struct_name, p.num_sems)
+    plain = [KernelVariant(kernel_symbol(1, None), MACRO, ("Cfg", StageType("g1")))]
     entries, policies = [], []
     for name in deps[1]:
         sems, convs = [], []
         for i in range(n):
-            out_p, out_n = deps[i + 1][name] if i + 1 < n else ("cusync::NoSync", 0)
-            in_p = deps[i][name][0] if i > 0 else "cusync::NoSync"
+            out_p, out_n = deps[i + 1][name] if i + 1 < n else (None, 0)   # None: cusync::NoSync
+            in_p = deps[i][name][0] if i > 0 else None
             alias = f"Stage{i + 1}_{name}"
             kernels = [KernelVariant(kernel_symbol(i + 1, name), MACRO, ("Cfg", alias))]
             if i > 0:
                 kernels.append(KernelVariant(kernel_symbol(i + 1, name, True), MACRO, ("CfgS", alias)))
-            convs.append({"stage": (alias, f"cusync::CuStage<{ns}::{grids[i]}_order, {out_p}, {in_p}>"),
+            convs.append({"stage": (alias, StageType(grids[i], (out_p, in_p))),
                           "kernels": kernels})
             sems.append(out_n)
         entries.append({"convs": convs})
         policies.append((policy_label(name), name, sems))
     src = source("conv2d.cu.j2",
                  f"conv_{model.name}_{layer.name}_B{batch}_{tiles.BM}x{tiles.BN}x{tiles.BK}{'_debug' if debug else ''}",
-                 ns, compiled.header, debug, configs=[("Cfg", tiles.cfg), ("CfgS", tiles.config(True))],
+                 ns, compiled.header, debug, configs=[("Cfg", tiles.config()), ("CfgS", tiles.config(True))],
                  plain=plain, policies=entries)
     return src, policies
 

@@ -27,9 +27,38 @@ class KernelVariant:
     args: tuple[str, ...]
 
 
-def policy_type(ns: str, policy) -> str:
-    """The C++ type of a generated policy (the IR names its struct)."""
-    return f"{ns}::{policy.struct_name}"
+@dataclass(frozen=True)
+class StageType:
+    """A stage type (templates/modules/types.j2 spells it): cusync::CuStage over the grid `order`
+    with the policy structs (the IR's struct_name; None: cusync::NoSync) of its output and inputs,
+    or, with policies None, cusync::PlainStage."""
+
+    order: str
+    policies: tuple[str | None, ...] | None = None
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """gemm.cuh's GemmConfig: the tile (BM, BN, BK, stages, warps_m, warps_n), the epilogue type,
+    SwiGLU mode, reordered loads, the producer's tile width, a sync warp, and split-K (None: the
+    template's default)."""
+
+    tile: tuple[int, int, int, int, int, int]
+    epilogue: str
+    swiglu: int
+    reorder: bool
+    prod_bn: int
+    sync_warp: bool
+    split: bool | None = None
+
+
+@dataclass(frozen=True)
+class ConvConfig:
+    """conv2d.cuh's ConvConfig: the tile (BM, BN, BK, stages, warps_m, warps_n); with a sync warp
+    (then no split-K) or without (split-K honoured)."""
+
+    tile: tuple[int, int, int, int, int, int]
+    sync_warp: bool
 
 
 def examples_dir():

@@ -25,7 +25,8 @@ from cusyncgen.cuda.chain import Chain, Link
 from cusyncgen.cuda.configs import SM80_ORDERINGS, Config, policy_configs
 from cusyncgen.cuda.lazy import cupy, driver, torch
 from cusyncgen.workloads.base import rel_err
-from cusyncgen.workloads.kernels import KERNEL_FAMILY, WAIT_KERNEL, KernelVariant, examples_dir, policy_type, source
+from cusyncgen.workloads.kernels import (KERNEL_FAMILY, WAIT_KERNEL, GemmConfig, KernelVariant, StageType, examples_dir,
+                                         source)
 
 THREADS = 256  # copy kernels: 8 blocks per SM, one full wave at maximum occupancy
 SIZES = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -79,9 +80,9 @@ class Tiles:
     warps_m: int = 2
     warps_n: int = 2
 
-    def cfg(self, epilogue: str, swiglu: int, reorder: bool, prod_bn: int, sync_warp: bool = False) -> str:
-        return (f"cusync_kernels::GemmConfig<{self.BM}, {self.BN}, {self.BK}, {self.stages}, {self.warps_m}, "
-                f"{self.warps_n}, {epilogue}, {swiglu}, {str(reorder).lower()}, {prod_bn}, {str(sync_warp).lower()}>")
+    def cfg(self, epilogue: str, swiglu: int, reorder: bool, prod_bn: int, sync_warp: bool = False) -> GemmConfig:
+        return GemmConfig((self.BM, self.BN, self.BK, self.stages, self.warps_m, self.warps_n), epilogue, swiglu,
+                          reorder, prod_bn, sync_warp)
 
     @property
     def label(self) -> str:
@@ -237,16 +238,15 @@ def module_source(model: Model, M: int, tiles: MlpTiles, debug: bool = False, ti
     sw_configs = [(config_alias(2, r, True), cfg2(r, True)) for r in (False, True)] if with_sw else []
     k = lambda gemm, policy, stage, r=False, s=False: KernelVariant(
         kernel_symbol(gemm, policy, r, s), MACRO, (config_alias(gemm, r, s), stage))
-    plain = [k(1, None, f"cusync::PlainStage<{ns}::g1_order>"), k(2, None, f"cusync::PlainStage<{ns}::g2_order>")]
+    plain = [k(1, None, StageType("g1")), k(2, None, StageType("g2"))]
     entries = []
     for p in policies:
-        ptype = policy_type(ns, p)
         prod, cons = f"Prod_{p.name}", f"Cons_{p.name}"
         kernels = [k(1, p.name, prod), k(2, p.name, cons), k(2, p.name, cons, True)]
         if with_sw:
             kernels += [k(2, p.name, cons, False, True), k(2, p.name, cons, True, True)]
-        entries.append({"stages": [(prod, f"cusync::CuStage<{ns}::g1_order, {ptype}>"),
-                                   (cons, f"cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ptype}>")],
+        entries.append({"stages": [(prod, StageType("g1", (p.struct_name,))),
+                                   (cons, StageType("g2", (None, p.struct_name)))],
                         "kernels": kernels})
     suffix = ("_debug" if debug else "") + ("_timeline" if timeline else "") + ("" if sync_warp else "_nosyncwarp")
     src = source("mlp.cu.j2", f"mlp_{model.name.replace('-', '_')}_M{M}_{tiles.label.replace('+', '_')}{suffix}",

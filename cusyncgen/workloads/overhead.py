@@ -11,7 +11,7 @@ from cusyncgen.cuda.abi import StageArgs
 from cusyncgen.cuda.chain import Chain, Link
 from cusyncgen.cuda.configs import PDL_ALONE, SM80_ORDERINGS, STREAM_SYNC, Config, Ordering
 from cusyncgen.cuda.lazy import cupy, driver
-from cusyncgen.workloads.kernels import KERNEL_FAMILY, WAIT_KERNEL, KernelVariant, examples_dir, policy_type, source
+from cusyncgen.workloads.kernels import KERNEL_FAMILY, WAIT_KERNEL, KernelVariant, StageType, examples_dir, source
 
 THREADS = 256  # 8 blocks per SM: one full wave at maximum occupancy
 MACRO = "CUSYNC_COPY_KERNEL"  # runtime_cuda/kernels/copy.cuh
@@ -28,12 +28,11 @@ def module_source(tiles: int, debug: bool) -> build.Source:
     ns = "copy_chain"
     compiled = cusyncgen.compile(examples_dir() / "copy_chain.dep", params={"Tiles": tiles}, name=ns)
     policy = next(p for p in compiled.policies if p.name == POLICY)
-    ptype = policy_type(ns, policy)
     k = lambda i, policy, stage: KernelVariant(kernel_symbol(i, policy), MACRO, (stage, "true" if i == 2 else "false"))
-    plain = [k(1, None, f"cusync::PlainStage<{ns}::g1_order>"), k(2, None, f"cusync::PlainStage<{ns}::g2_order>")]
+    plain = [k(1, None, StageType("g1")), k(2, None, StageType("g2"))]
     prod, cons = f"Prod{POLICY}", f"Cons{POLICY}"
-    policies = [{"stages": [(prod, f"cusync::CuStage<{ns}::g1_order, {ptype}>"),
-                            (cons, f"cusync::CuStage<{ns}::g2_order, cusync::NoSync, {ptype}>")],
+    policies = [{"stages": [(prod, StageType("g1", (policy.struct_name,))),
+                            (cons, StageType("g2", (None, policy.struct_name)))],
                  "kernels": [k(1, POLICY, prod), k(2, POLICY, cons)]}]
     return source("copy.cu.j2", f"copy_chain_{tiles}{'_debug' if debug else ''}", ns, compiled.header, debug,
                   plain=plain, policies=policies)
