@@ -17,6 +17,7 @@ def test_every_workload_states_its_entry_points(name):
     assert isinstance(cls, Workload) and cls.name == name
     assert cls.kernel == "sm80" and Ordering.PERSISTENT not in cls.orderings
     assert set(cls.bench_options) <= set(BENCH_OPTIONS) and cls.tune_mode in ("", "measure", "bench")
+    assert (cls.tune_mode == "measure") == hasattr(cls, "tune")   # tune calls it; "bench": chosen among bench runs
 
 
 def test_unknown_workload_names_the_known_ones():

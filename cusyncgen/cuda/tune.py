@@ -593,8 +593,7 @@ def main(argv=None) -> int:
                 print(json.dumps(calibrate_cache(args.from_cache), indent=1))
                 return 0
             device = next(iter(cache))
-            res = tune_mlp(models or list(MODELS), sizes or SWEEP, args.iters, args.from_cache, progress=False,
-                           device=device)
+            res = cls.tune(models, sizes, args.iters, args.from_cache, progress=False, device=device)
         except CusyncError as exc:
             print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
             return 1
@@ -611,7 +610,7 @@ def main(argv=None) -> int:
     dev = slug(driver.device_name())
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if cls.tune_mode == "measure":
-        res = tune_mlp(models or list(MODELS), sizes or SWEEP, args.iters, args.out_dir / f"tune-cache-{dev}.json")
+        res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}.json")
     else:
         res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
     return _write(res, args.out_dir, dev)

@@ -23,8 +23,9 @@ class Workload(Protocol):
     Class level (no GPU needed), what bench, tune, prebuild and timeline use:
       name, vendor (the library its rows compare with), kernel (the kernel family, "sm80"),
       orderings (those its kernel family supports), models, sizes (the default sweep),
-      bench_options (a subset of BENCH_OPTIONS), tune_mode ("measure": `tune` measures candidates
-      itself through tune(); "bench": `tune` chooses among bench results),
+      bench_options (a subset of BENCH_OPTIONS), tune_mode ("measure": `cusyncgen tune` calls the
+      class's tune(models, sizes, iters, cache_path, progress, device); "bench": it chooses among
+      bench results; "": nothing to tune),
       sources(sizes, tune) -> the build.Sources of every module prebuild compiles,
       bench(models, sizes, iters, **options) -> a result dict ({"device", "workload", "rows", ...},
       every row with "kernel").

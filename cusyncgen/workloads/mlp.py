@@ -301,6 +301,12 @@ class MLP:
         return bench(models, sizes, iters, progress)
 
     @classmethod
+    def tune(cls, models, sizes, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
+        """`cusyncgen tune mlp`: every tile candidate measured (or, with device, read from the cache)."""
+        from cusyncgen.cuda.tune import tune_mlp
+        return tune_mlp(list(models or MODELS), list(sizes or SIZES), iters, cache_path, progress, device)
+
+    @classmethod
     def timelines(cls, model: str, sizes: str | None, configs: list[str], sync_warp: bool = True,
                   spread: bool = False, no_spread: bool = False):
         """(file stem, per-block timeline) of each M of `sizes` ("1,256"; cusyncgen.cuda.timeline)."""
