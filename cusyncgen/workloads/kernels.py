@@ -20,11 +20,11 @@ WAIT_KERNEL = "cusync_wait_kernel"  # the wait-kernel every module defines (CUSY
 @dataclass(frozen=True)
 class KernelVariant:
     """One kernel entry of a module: the name the loader asks for, the kernel-defining macro of
-    its runtime header and the macro's other arguments (tile-configuration alias, stage type...)."""
+    its runtime header and the macro's other arguments (a type alias or literal, or a StageType)."""
 
     symbol: str
     macro: str
-    args: tuple[str, ...]
+    args: tuple["str | StageType", ...]
 
 
 @dataclass(frozen=True)
