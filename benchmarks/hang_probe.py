@@ -12,8 +12,8 @@ import sys
 import cupy
 
 from cusyncgen.cuda import driver, timing
-from cusyncgen.cuda.chain import Config
-from cusyncgen.cuda.conv import ConvChain
+from cusyncgen.cuda.configs import Config
+from cusyncgen.workloads.conv2d import ConvChain
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 layer, batch, names = args[0], int(args[1]), args[2:]

@@ -9,7 +9,7 @@ import pytest
 
 import cusyncgen
 from cusyncgen.cuda import build
-from cusyncgen.cuda import modules_attention as ma
+from cusyncgen.workloads import attention as ma
 
 SHAPES = [ma.Shape("gpt3", 1, 512), ma.Shape("llama", 1, 320), ma.Shape("gpt3", 4, 1, 1024), ma.Shape("llama", 3, 1, 700)]
 
@@ -77,7 +77,7 @@ def test_module_source_instantiates_each_kernel_once(shape):
               "attn_pgemm_S", "attn_out_S", "attn_out_RS"):
         assert src.text.count(f"({k},") == 1
     assert "CUSYNC_DEBUG" in ma.module_source(shape, debug=True).defines
-    assert len(ma.prebuild_sources()) == len(ma.bench_shapes()) + len(ma.TEST_SHAPES)
+    assert len(ma.Attention.sources()) == len(ma.bench_shapes()) + len(ma.TEST_SHAPES)
 
 
 def test_dep_files_are_the_examples():
@@ -104,7 +104,7 @@ def test_wide_tiles_are_a_prompt_option_with_their_own_module():
     assert wide.name.endswith("_wide") and wide.gemm_threads == 256 and wide.tiles_label == "wide"
     assert "GemmConfig<128, 128, 64, 3, 2, 4" in ma.module_source(wide).text
     assert {s.wide for s in ma.bench_shapes(wide=True)} == {True} and all(s.prompt for s in ma.bench_shapes(wide=True))
-    assert len(ma.prebuild_sources(tune=True)) == len(ma.prebuild_sources()) + len(ma.bench_shapes(wide=True))
+    assert len(ma.Attention.sources(tune=True)) == len(ma.Attention.sources()) + len(ma.bench_shapes(wide=True))
     with pytest.raises(ValueError, match="prompt"):
         ma.Shape("gpt3", 4, 1, 512, wide=True)
 

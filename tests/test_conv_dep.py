@@ -7,7 +7,7 @@ import pytest
 
 import cusyncgen
 from cusyncgen.cuda import build
-from cusyncgen.cuda import modules_conv as mc
+from cusyncgen.workloads import conv2d as mc
 
 
 def kernel_reads(layer, batch, tiles, consumer):
@@ -119,13 +119,13 @@ def test_module_source_has_one_kernel_per_position_and_policy(model):
         # a middle Conv2D posts its own policy and waits on its producer's
         if m.convs == 4:
             assert f"CuStage<conv_vgg19::g2_order, conv_vgg19::dep23_g2_{name}, conv_vgg19::dep12_g1_{name}>" in src.text
-    names = {s.name for s in mc.prebuild_sources()}
+    names = {s.name for s in mc.ConvChain.sources()}
     assert len(names) == sum(len(mm.layers) for mm in mc.MODELS.values()) * len(mc.BATCHES) + len(mc.TEST_POINTS)
 
 
 def test_examples_compile_with_their_defaults():
     for dep in ("conv_resnet38.dep", "conv_vgg19.dep"):
-        compiled = cusyncgen.compile(mc.EXAMPLES / dep)
+        compiled = cusyncgen.compile(mc.examples_dir() / dep)
         assert {p.name for p in compiled.policies} == {"Conv2DTileSync", "RowSync"}
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cusyncgen.cuda import available
-from cusyncgen.cuda.modules_attention import Shape, TEST_SHAPES
+from cusyncgen.workloads.attention import TEST_SHAPES, Shape
 
 ok, why = available()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
@@ -16,7 +16,7 @@ if ok:
     import cupy
     import torch
 
-    from cusyncgen.cuda.attention import Attention
+    from cusyncgen.workloads.attention import Attention
 
 _atts = {}
 
@@ -83,8 +83,9 @@ def test_repeated_launches_and_graph_replays_stay_correct(sync_warp):
 def _launch_alone(att, role, kernel, producer, gemm_args, match):
     """Launch one waiting GeMM of the chain (a CUSYNC_DEBUG build) without its producer: the wait
     must time out and name the tile and semaphore instead of hanging."""
+    from cusyncgen.cuda.chain import CUSTOM_ORDER
     from cusyncgen.cuda.stages import CusyncTimeoutError, Stage
-    from cusyncgen.cuda.modules_attention import num_sems
+    from cusyncgen.workloads.attention import num_sems
     sems = num_sems(att.compiled, "TileSync")
     order = ("g1", "gP", "gR", "gT", "g2")
     grid = order[order.index(producer) + 1]  # the consumer: the kernel after its producer
@@ -94,7 +95,7 @@ def _launch_alone(att, role, kernel, producer, gemm_args, match):
     b = att.buffers(seed=1)
     stream = cupy.cuda.Stream(non_blocking=True)
     # one block per tile (the fresh stage does not split)
-    kernel.launch(att.shape.grids()[grid], [gemm_args(b), cons.args(True), att.index["TileSync"][role], att.geometry(b)],
+    kernel.launch(att.shape.grids()[grid], [gemm_args(b), cons.args(CUSTOM_ORDER), att.index["TileSync"][role], att.geometry(b)],
                   stream)
     stream.synchronize()
     with pytest.raises(CusyncTimeoutError, match=match):
@@ -103,22 +104,22 @@ def _launch_alone(att, role, kernel, producer, gemm_args, match):
 
 
 def test_a_consumer_without_its_producer_raises_instead_of_hanging():
-    from cusyncgen.cuda import driver
+    from cusyncgen.cuda.abi import GemmArgs
     att = _att(TEST_SHAPES[0])
     sh = att.shape
-    a_p = lambda b: driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=128, lda=3 * sh.D, ldb=3 * sh.D,
+    a_p = lambda b: GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=128, lda=3 * sh.D, ldb=3 * sh.D,
                                     ldc=sh.Npad, swiglu_offset=0)
     _launch_alone(att, "pgemm", att.k["pgemm"], "g1", a_p, "gP.*g1")
 
 
 def test_a_sync_warp_consumer_without_its_producer_raises_instead_of_hanging():
     """The output GeMM's sync warp (OutStage::serve_k) reports the T tile it timed out on."""
-    from cusyncgen.cuda import driver
-    from cusyncgen.cuda.attention import _ptr
+    from cusyncgen.cuda.abi import GemmArgs
+    from cusyncgen.workloads.attention import _ptr, kernel_symbol
     att = _att(TEST_SHAPES[3], True)
     sh = att.shape
-    a_out = lambda b: driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
+    a_out = lambda b: GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
                                       lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0)
     # (the chain splits this GeMM over K in token generation and then runs it without a sync warp)
-    kernel = att.module.kernel("attn_out_S", sh.gemm_threads + 32, sh.gemm_smem)
+    kernel = att.module.kernel(kernel_symbol("out", sync_warp=True), sh.gemm_threads + 32, sh.gemm_smem)
     _launch_alone(att, "out", kernel, "gT", a_out, "g2.*gT")

@@ -6,7 +6,7 @@ dropped is caught as wrong, so a race on the halo cannot pass unnoticed."""
 import pytest
 
 from cusyncgen.cuda import available
-from cusyncgen.cuda.modules_conv import TEST_POINTS
+from cusyncgen.workloads.conv2d import TEST_POINTS
 
 ok, why = available()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
@@ -14,8 +14,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU ava
 if ok:
     import cupy
 
-    from cusyncgen.cuda.chain import Config
-    from cusyncgen.cuda.conv import TOL, ConvChain, rel_err
+    from cusyncgen.cuda.configs import Config
+    from cusyncgen.workloads.conv2d import TOL, ConvChain, rel_err
 
 _chains = {}
 
@@ -30,7 +30,7 @@ def _chain(model, layer, batch, sync_warp=None, spread=None, splits=None):
 
 
 # (sync warp, splits): the compute threads wait with split-K where the layer gets it
-# (modules_conv.splits) and without; the sync warp waits without.
+# (conv2d.splits) and without; the sync warp waits without.
 VARIANTS = [(False, None), (False, 1), (True, 1)]
 VARIANT_IDS = ["thread0-splitk", "thread0", "syncwarp"]
 

@@ -11,8 +11,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU ava
 if ok:
     import cupy
 
-    from cusyncgen.cuda.bench import configs_for, rel_err
-    from cusyncgen.cuda.mlp import MLP
+    from cusyncgen.workloads.base import rel_err
+    from cusyncgen.workloads.mlp import MLP, gemm_args, kernel_symbol
 
 _mlps = {}
 
@@ -29,7 +29,7 @@ def _wrong_configs(mlp):
     stream = cupy.cuda.Stream()
     failures = []
     with stream:  # inputs, poisoned outputs and runs in one stream order
-        for seed, cfg in enumerate(configs_for(mlp)):
+        for seed, cfg in enumerate(mlp.configs()):
             x, w1, w2 = mlp.buffers(seed=seed)
             y, z = mlp.outputs()
             mlp.run(stream, cfg, x, w1, w2, y, z)
@@ -106,13 +106,12 @@ def test_sync_warp_only_where_it_costs_no_occupancy_or_wave():
     for (model, M, sw), mlp in list(_mlps.items()) or [((m, 1, None), _mlp(m, 1)) for m in ("gpt3", "llama")]:
         if sw is None and mlp.sync_warp_used:
             name = mlp.policy_names[0]
-            plain = driver.max_active_blocks(mlp._kernel(f"gemm2_{name}"))
+            plain = driver.max_active_blocks(mlp._kernel(kernel_symbol(2, name)))
             occ = driver.max_active_blocks(mlp.kernels[name][1])
             assert occ >= plain or mlp.grid2[0] * mlp.grid2[1] <= occ * driver.sm_count(), (model, M)
 
 
 def test_sync_warp_wait_that_cannot_complete_times_out():
-    from cusyncgen.cuda.mlp import _gemm_args
     from cusyncgen.cuda.stages import CusyncTimeoutError
     mlp = MLP("llama", 1, debug=True, sync_warp=True)  # own stages: a consumer launched alone unpairs them
     assert mlp.sync_warp_used
@@ -125,7 +124,7 @@ def test_sync_warp_wait_that_cannot_complete_times_out():
         m = mlp.model
         k2 = mlp.kernels["TileSync"][1]
         # The consumer alone: its producer never posts, so the sync warp must give up, not hang.
-        k2.launch(mlp.grid2, [_gemm_args(y, w2, z, mlp.M, m.N2, m.K2, m.K2), cons.args()], stream)
+        k2.launch(mlp.grid2, [gemm_args(y, w2, z, mlp.M, m.N2, m.K2, m.K2), cons.args()], stream)
         stream.synchronize()
     with pytest.raises(CusyncTimeoutError) as err:
         cons.raise_if_timed_out()
@@ -137,7 +136,7 @@ def test_llama_ep_is_the_same_mlp_as_llama():
     """llama-ep (SwiGLU in the first GeMM's epilogue, interleaved [W1|V]) computes what llama
     computes once its weight's rows are de-interleaved: both against one float32 reference."""
     from cusyncgen.cuda.chain import Config
-    from cusyncgen.cuda.modules import LLAMA_EP_BLOCK as blk
+    from cusyncgen.workloads.mlp import LLAMA_EP_BLOCK as blk
     ep, plain = _mlp("llama-ep", 300), _mlp("llama", 300)
     x, w1, w2 = ep.buffers(seed=5)
     F = ep.model.K2
@@ -148,3 +147,24 @@ def test_llama_ep_is_the_same_mlp_as_llama():
     for mlp, w in ((ep, w1), (plain, w1_plain)):
         z = mlp(x, Config("RowSync", "pdl"), weights=(w, w2))
         assert rel_err(z, ref) < 2e-2, mlp.model_name
+
+
+def test_timeline_build_records_every_block():
+    """CUSYNC_TIMELINE: every block of both GeMMs writes its record to its stage's timeline field
+    (TimelineStageArgs), with start <= end of its wait <= end, and the result stays correct."""
+    from cusyncgen.cuda.configs import Config
+    from cusyncgen.cuda.timeline import block_records
+    mlp = MLP("llama", 1, timeline=True)
+    stream = cupy.cuda.Stream()
+    with stream:
+        x, w1, w2 = mlp.buffers(seed=2)
+        y, z = mlp.outputs()
+        cfg = Config("RowSync", "pdl")
+        mlp.run(stream, cfg, x, w1, w2, y, z)
+        stream.synchronize()
+    assert rel_err(z, mlp.reference(x, w1, w2)) < 2e-2
+    p, c = mlp.stages_of(cfg)
+    for stage, grid in ((p, mlp.grid1), (c, mlp.grid2)):
+        recs = block_records(stage)
+        assert len(recs) == grid[0] * grid[1], stage.name
+        assert all(r["start"] <= r["end"] and (r["wait"] == 0 or r["start"] <= r["wait"] <= r["end"]) for r in recs)

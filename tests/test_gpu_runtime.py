@@ -14,7 +14,7 @@ if ok:
 
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
-    from cusyncgen.cuda.overhead import CopyChain
+    from cusyncgen.workloads.overhead import CopyChain
     from cusyncgen.cuda.stages import CusyncTimeoutError
 
 CONFIG_ARGS = [(None, "stream", False), (None, "pdl_alone", False), ("TileSync", "waitkernel", True),
@@ -112,3 +112,13 @@ def test_semaphores_and_epochs_wrap_past_32_bits():
         cc.check_stages()
         cupy.testing.assert_array_equal(cc.out, cc.reference())
     assert int(prod.sems[0]) == 2  # wrapped: 2^32 - 2 + 4 posts
+
+
+def test_a_loaded_module_exports_the_host_layout_and_refuses_another(chain):
+    """CopyChain checked StageArgs when it loaded its module; the timeline build's layout (two
+    more fields) is refused by a module built without them, naming the struct."""
+    from cusyncgen.cuda import abi
+    n = chain.module.constant_int(f"{abi.symbol(abi.StageArgs)}_len")
+    abi.compare(abi.StageArgs, chain.module.constant_int64s(abi.symbol(abi.StageArgs), n))
+    with pytest.raises(abi.AbiError, match="StageArgs: the kernels' struct has 9 fields, the host's 11"):
+        chain.module.check_abi(abi.TimelineStageArgs)

@@ -4,7 +4,8 @@ import shutil
 
 import pytest
 
-from cusyncgen.cuda import build, modules
+from cusyncgen.cuda import build
+from cusyncgen.workloads import mlp as modules, overhead
 
 pytestmark = pytest.mark.nvcc
 needs = pytest.mark.skipif(shutil.which("nvcc") is None or build.cutlass_include_dir() is None,
@@ -22,7 +23,7 @@ def cache(tmp_path, monkeypatch):
 def test_workload_modules_compile(cache, arch):
     srcs = [modules.module_source(modules.MODELS[m], M, modules.default_tiles(m, M), debug=(arch == "sm_80"))[0]
             for m, M in (("gpt3", 300), ("llama", 1), ("llama-ep", 300))]
-    srcs.append(modules.copy_module_source(100, debug=True))
+    srcs.append(overhead.module_source(100, debug=True))
     paths = build.build_many(srcs, arch=arch, jobs=2)
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
     # cached: a second build returns the same files without compiling

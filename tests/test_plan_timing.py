@@ -166,7 +166,7 @@ def test_calibrated_terms_beat_lockstep(h200_points):
 def test_calibration_predicts_what_make_plan_recommends(h200_points):
     # the calibration's fast path and the planner (tune.predict_from) agree
     from cusyncgen.cuda import tune
-    from cusyncgen.cuda.modules import default_tiles
+    from cusyncgen.workloads.mlp import default_tiles
     from cusyncgen.plan import calibrate
     cache = json.loads(CACHE.read_text())["NVIDIA H200"]
     runtime = next(reversed(cache)).rsplit("|", 1)[1]

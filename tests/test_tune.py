@@ -9,7 +9,7 @@ import pytest
 from cusyncgen.cuda import tune
 from dataclasses import asdict
 
-from cusyncgen.cuda.modules import default_tiles
+from cusyncgen.workloads.mlp import default_tiles
 
 T64 = asdict(default_tiles("gpt3", 1))
 T128 = asdict(default_tiles("gpt3", 4096))
@@ -209,3 +209,61 @@ def test_report_from_a_cache_predicts_again_with_the_calibrated_terms(tmp_path):
     text = (tmp_path / "tune-mlp-nvidia-h200.md").read_text()
     assert "## Prediction accuracy" in text and "Mean absolute error of the speed-up, calibration / held-out" in text
     assert "model 2/2/2; launch gap alone 2/2/2; lockstep 2/2/2; at measurement 2/2/2" in text
+
+
+def test_from_json_writes_to_the_working_directory_by_default(tmp_path, monkeypatch, capsys):
+    bench = {"device": "Test GPU", "workload": "conv2d", "rows": [_row("L1", 1, "StreamSync", 10.0),
+                                                                 _row("L1", 1, "TileSync", 9.0)]}
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    monkeypatch.chdir(tmp_path)
+    assert tune.main(["conv2d", "--from-json", "b.json"]) == 0
+    assert {p.name for p in tmp_path.glob("tune-conv2d-test-gpu.*")} >= {
+        "tune-conv2d-test-gpu.json", "tune-conv2d-test-gpu.md", "tune-conv2d-test-gpu.h"}
+
+
+def test_from_json_checks_each_files_workload(tmp_path, capsys):
+    conv = {"device": "Test GPU", "workload": "conv2d", "rows": [_row("L1", 1, "StreamSync", 10.0)]}
+    mlp = {"device": "Test GPU", "workload": "mlp", "rows": [_row("gpt3", 1, "StreamSync", 10.0)]}
+    (tmp_path / "conv.json").write_text(json.dumps(conv))
+    (tmp_path / "mlp.json").write_text(json.dumps(mlp))
+    (tmp_path / "tuned.json").write_text(json.dumps(RESULT))
+    (tmp_path / "bad.json").write_text("{not json")
+    cases = [(["conv.json", "mlp.json"], "mlp.json: holds mlp bench results, not conv2d"),
+             (["tuned.json"], "tuned.json: a `cusyncgen tune` result, not `cusyncgen bench` results"),
+             (["bad.json"], "bad.json: not JSON"),
+             (["missing.json"], "missing.json: cannot read it"),
+             (["conv.json", "conv.json"], None)]
+    for files, message in cases:
+        rc = tune.main(["conv2d", "--from-json", *[str(tmp_path / f) for f in files], "-o", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        if message is None:
+            assert rc == 0, err
+        else:
+            assert rc == 1 and err.startswith("cusyncgen tune: error: ") and message in err, err
+            assert "Traceback" not in err
+    assert not (tmp_path / "out" / "tune-mlp-test-gpu.json").exists()
+
+
+def test_from_cache_refuses_a_bench_result_and_a_non_cache(tmp_path, capsys):
+    bench = {"device": "Test GPU", "workload": "mlp", "rows": [_row("gpt3", 1, "StreamSync", 10.0)]}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, message in (("bench.json", "`cusyncgen bench` results of mlp, not a tune cache"),
+                          ("list.json", "not a tune cache")):
+        for extra in ([], ["--calibrate"]):
+            rc = tune.main(["mlp", "--from-cache", str(tmp_path / name), "-o", str(tmp_path), *extra])
+            err = capsys.readouterr().err
+            assert rc == 1 and err.startswith(f"cusyncgen tune: error: {tmp_path / name}: ") and message in err, err
+
+
+def test_options_of_another_workload_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["mlp", "--from-json", "x.json"])
+    assert exc.value.code == 2 and "--from-json is for conv2d, attention" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["conv2d", "--models", "gpt3", "--from-json", "x.json"])
+    assert exc.value.code == 2 and "--models: gpt3 not among conv2d's (resnet38, vgg19)" in capsys.readouterr().err
+    from cusyncgen.cuda import bench
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["mlp", "--tiles", "wide"])
+    assert exc.value.code == 2 and "--tiles is not an option of mlp" in capsys.readouterr().err

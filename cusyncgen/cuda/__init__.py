@@ -1,8 +1,11 @@
 """GPU side of cusyncgen: build modules from generated headers and run synchronized kernels.
 
 Needs CuPy and cuda.bindings (the `cuda` extra) and a CUDA GPU; everything else in cusyncgen works
-without them. Import the submodules you need (`cusyncgen.cuda.mlp`, `...overhead`, `...bench`);
-`available()` says whether this machine can run them, and why not.
+without them. The workloads themselves are cusyncgen.workloads (one module each, importable without
+CuPy); this package holds what they share: building modules (build), loading and launching them
+(driver), the checked kernel ABI (abi), the launch orderings (configs, chain), stages, timing, and
+the bench / tune / prebuild / timeline commands. `available()` says whether this machine can run
+kernels, and why not.
 """
 from __future__ import annotations
 

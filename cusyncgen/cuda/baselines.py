@@ -1,7 +1,7 @@
 """Vendor baselines and the roofline floor, measured in the same process as the CuSync runs."""
 from __future__ import annotations
 
-import torch
+from cusyncgen.cuda.lazy import torch
 
 from cusyncgen.cuda import timing
 

@@ -1,11 +1,12 @@
-"""`cusyncgen bench mlp|overhead`: time the synchronized MLPs against StreamSync, PDL and cuBLAS.
+"""`cusyncgen bench WORKLOAD`: time a synchronized workload against StreamSync, PDL and the vendor library.
 
-For every model and M: StreamSync (the same kernels, stream order), PDL alone, every generated
-policy under each ordering/optimization, cuBLAS through PyTorch (plain and in a CUDA graph) and
-the roofline floor max(FLOPs/peak, bytes/bandwidth) with peak and bandwidth measured in this run.
-Every CuSync number is the median of >= 20 CUDA-graph replays rotating over three input sets, and
-every configuration's output is checked against a float32 reference on fresh random inputs.
-Writes JSON, markdown and a PNG under benchmarks/results/.
+For every model and size of the workload (cusyncgen.workloads.REGISTRY): StreamSync (the same
+kernels, stream order), PDL alone, every generated policy under each ordering/optimization, the
+vendor library through PyTorch (plain and in a CUDA graph) and, where measured, the roofline floor
+max(FLOPs/peak, bytes/bandwidth) with peak and bandwidth measured in this run. Every CuSync number
+is the median of >= 20 CUDA-graph replays rotating over three input sets, and every
+configuration's output is checked against a float32 reference on fresh random inputs.
+Writes JSON, markdown and a PNG to -o (default: the current directory).
 """
 from __future__ import annotations
 
@@ -14,186 +15,24 @@ import json
 import math
 import re
 import sys
-import time
 from pathlib import Path
 
-from cusyncgen.cuda.modules_conv import SPLIT_K
-
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-SWEEP = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096]
-
-# Other workloads: "module:function" returning the same result dict as bench_mlp, called as
-# function(models="a,b" or None, sweep=[sizes] or None, iters=N).
-WORKLOADS = {
-    "attention": "cusyncgen.cuda.attention:bench",
-    "conv2d": "cusyncgen.cuda.conv:bench",
-}
+from cusyncgen.workloads.base import SPLIT_K, is_policy
 
 
-def configs_for(mlp) -> list:
-    from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
-    out = [STREAM_SYNC, PDL_ALONE]
-    w_ok = mlp.occupancy_ok_without_ordering()
-    for p in mlp.policy_names:
-        for reorder in (False, True):
-            out.append(Config(p, "waitkernel", True, reorder))
-            out.append(Config(p, "waitkernel", False, reorder))
-            out.append(Config(p, "pdl", True, reorder))
-            out.append(Config(p, "pdl", False, reorder))
-            if w_ok:
-                out.append(Config(p, "none", False, reorder))
-    return out
-
-
-def rel_err(z, ref) -> float:
-    import cupy
-    z32 = z.astype(cupy.float32)
-    if not bool(cupy.isfinite(z32).all()):
-        return math.inf
-    return float(cupy.linalg.norm(z32 - ref) / cupy.linalg.norm(ref))
-
-
-def measure_mlp_point(model: str, M: int, iters: int, stream, seed: int = 0, tiles=None, configs=None):
-    """Every configuration of one (model, M, tiles): rows of the result table, and the MLP."""
-    from cusyncgen.cuda.mlp import MLP
-
-    mlp = MLP(model, M, tiles=tiles)
-    with stream:  # every CuPy operation on the timed stream: fills and inputs are ordered before the runs
-        return _measure(mlp, iters, stream, seed, configs)
-
-
-def _measure(mlp, iters, stream, seed, configs):
-    import cupy
-
-    from cusyncgen.cuda import timing
-
-    model, M = mlp.model_name, mlp.M
-    sets = [mlp.buffers(seed=seed + s) for s in range(3)]
-    outs = [mlp.outputs() for _ in sets]
-    x, w1, w2 = sets[0]
-    ref = mlp.reference(x, w1, w2)
-    cfgs = list(configs or configs_for(mlp))
-    # Warm up before the first timed configuration: right after a module load the first replays of
-    # a point ran up to 35% slower (seen on the H200), which would flatter everything after them.
-    warm = timing.capture(lambda s: mlp.run(s, cfgs[0], *sets[0], *outs[0]), stream)
-    timing.keep_busy(warm, stream, seconds=0.2)
-    del warm
-    times, rows = {}, []
-    # StreamSync is timed first and again last: the baseline is the faster of the two, and their
-    # spread is recorded, so a noisy first measurement cannot pass for a speed-up.
-    for i, cfg in enumerate(cfgs + cfgs[:1]):
-        y, z = outs[0]
-        y.fill(cupy.nan)
-        z.fill(cupy.nan)
-        mlp.run(stream, cfg, x, w1, w2, y, z)
-        stream.synchronize()
-        err = rel_err(z, ref)
-        graphs = [timing.capture(lambda s, a=a, o=o: mlp.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
-        t = timing.median(timing.time_graphs(graphs, stream, iters=iters))
-        del graphs
-        if i == len(cfgs):
-            first = times[cfg.name]
-            times[cfg.name] = min(first, t)
-            rows[0]["time_us"] = round(times[cfg.name], 2)
-            spread = abs(first - t) / min(first, t)
-            break
-        times[cfg.name] = t
-        rows.append({"model": model, "M": M, "config": cfg.name, "time_us": round(t, 2), "correct": err < 2e-2,
-                     "rel_err": err, "tiles": mlp.tiles.label})
-    base = times[cfgs[0].name]
-    for r in rows:
-        r["speedup_vs_streamsync"] = round(base / times[r["config"]], 4)
-        r["baseline_spread"] = round(spread, 4)
-    return rows, mlp, sets, outs, ref
-
-
-def bench_mlp(models, sweep, iters: int, out_dir: Path, progress=True) -> dict:
-    import cupy
-    import torch
-
-    from cusyncgen.cuda import baselines, driver
-
-    from cusyncgen.cuda.mlp import split_interleaved
-
-    dev = driver.device_name()
-    ceil = baselines.ceilings()
-    rows, gemm_rows = [], []
-    stream = cupy.cuda.Stream()
-    work = [(m, M) for m in models for M in sweep]
-    for i, (model, M) in enumerate(work):
-        t0 = time.time()
-        point, mlp, sets, outs, ref = measure_mlp_point(model, M, iters, stream, seed=1000 * i)
-        rows += point
-        base = point[0]["time_us"]
-        x, w1, w2 = sets[0]
-        # cuBLAS through PyTorch, same shapes and data
-        tx, tw1, tw2 = (torch.from_dlpack(a) for a in (x, w1, w2))
-        F = mlp.model.K2
-
-        def torch_mlp():
-            yy = tx @ tw1.T
-            if mlp.model.swiglu_epilogue:
-                g, u = split_interleaved(yy, F)
-                h = torch.nn.functional.silu(g) * u
-            elif mlp.model.swiglu:
-                h = torch.nn.functional.silu(yy[:, :F]) * yy[:, F:]
-            else:
-                h = torch.nn.functional.gelu(yy, approximate="tanh")
-            return h @ tw2.T
-
-        terr = rel_err(cupy.from_dlpack(torch_mlp()), ref)
-        for name, t in (("cuBLAS", baselines.time_eager(torch_mlp, iters)), ("cuBLAS+graph", baselines.graph_time(torch_mlp, iters))):
-            rows.append({"model": model, "M": M, "config": name, "time_us": round(t, 2),
-                         "speedup_vs_streamsync": round(base / t, 4), "correct": terr < 2e-2, "rel_err": terr})
-        m = mlp.model
-        flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
-        byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
-        floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
-        rows.append({"model": model, "M": M, "config": "floor", "time_us": round(floor, 2),
-                     "speedup_vs_streamsync": round(base / floor, 4), "correct": True, "rel_err": 0.0})
-        if M == max(sweep):
-            gemm_rows.append(gemm_throughput(mlp, sets[0], outs[0], stream, iters))
-        if progress:
-            best = max((r for r in point if r["correct"]), key=lambda r: r["speedup_vs_streamsync"])
-            print(f"[{i + 1}/{len(work)}] {model} M={M}: StreamSync {base:.1f} us, best {best['config']} "
-                  f"{best['time_us']:.1f} us ({best['speedup_vs_streamsync']:.3f}x) [{time.time() - t0:.0f} s]",
-                  file=sys.stderr, flush=True)
-        del mlp, sets, outs
-        cupy.get_default_memory_pool().free_all_blocks()
-    return {"device": dev, "workload": "mlp", "ceilings": ceil, "rows": rows, "gemm": gemm_rows}
-
-
-def gemm_throughput(mlp, bufs, outs, stream, iters) -> dict:
-    """The first GeMM alone (plain kernel) against cuBLAS on the same operands."""
-    import torch
-
-    from cusyncgen.cuda import baselines, timing
-    from cusyncgen.cuda.mlp import _gemm_args
-
-    x, w1, _ = bufs
-    y, _ = outs
-    k1 = mlp.kernels[None][0]
-    a1 = _gemm_args(x, w1, y, mlp.M, mlp.model.N1, mlp.model.K1, 0)
-    args = mlp.plain[0].args()
-    g = timing.capture(lambda s: k1.launch(mlp.grid1, [a1, args], s), stream)
-    ours = timing.median(timing.time_graphs([g], stream, iters=iters))
-    tx, tw1 = torch.from_dlpack(x), torch.from_dlpack(w1)
-    cub = baselines.graph_time(lambda: tx @ tw1.T, iters)
-    flops = 2 * mlp.M * mlp.model.K1 * mlp.model.N1
-    return {"model": mlp.model_name, "M": mlp.M, "gemm": "first (plain, no epilogue difference)",
-            "ours_us": round(ours, 2), "cublas_us": round(cub, 2),
-            "ours_tflops": round(flops / ours / 1e6, 1), "cublas_tflops": round(flops / cub / 1e6, 1),
-            "tile": repr(mlp.tiles)}
+def result_stem(workload: str, device: str, options: dict, kernel: str = "sm80") -> str:
+    """The file name (without suffix) of a bench result: workload, device slug, the kernel family
+    where it is not the default (sm80), and each option that is not the workload's default (sync
+    warp on/off, spread on/off, tiles)."""
+    sw, spread, tiles = options.get("sync_warp"), options.get("spread"), options.get("tiles")
+    return (f"{workload}-{slug(device)}" + ("" if kernel == "sm80" else f"-{kernel}")
+            + ("" if sw is None else f"-syncwarp-{'on' if sw else 'off'}")
+            + ("" if spread is None else f"-spread-{'on' if spread else 'off'}")
+            + (f"-tiles-{slug(tiles)}" if tiles else ""))
 
 
 def slug(device: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
-
-
-def is_policy(config: str, vendor: str) -> bool:
-    """A generated policy's row on the chain's own kernels: not StreamSync, PDL alone, the floor,
-    the vendor library, nor a configuration re-timed on the split-K chain."""
-    return config not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph") and not config.endswith(SPLIT_K)
 
 
 def markdown(result: dict) -> str:
@@ -284,7 +123,7 @@ def write(result: dict, out_dir: Path, stem: str) -> list[Path]:
     js = out_dir / f"{stem}.json"
     js.write_text(json.dumps(result, indent=1) + "\n")
     paths = [js]
-    if result["workload"] != "overhead":
+    if result.get("vendor"):  # a comparison table (the overhead microbenchmark has none)
         md = out_dir / f"{stem}.md"
         md.write_text(markdown(result) + "\n")
         png = out_dir / f"{stem}.png"
@@ -298,56 +137,58 @@ def write(result: dict, out_dir: Path, stem: str) -> list[Path]:
 
 
 def main(argv=None) -> int:
+    from cusyncgen.workloads import DEFAULT_KERNEL, FAMILIES, REGISTRY, get, kernels
     ap = argparse.ArgumentParser(prog="cusyncgen bench", description=__doc__.splitlines()[0])
-    ap.add_argument("workload", choices=["mlp", "overhead", *WORKLOADS])
+    ap.add_argument("workload", choices=list(REGISTRY))
+    ap.add_argument("--kernel", choices=kernels(), default=DEFAULT_KERNEL,
+                    help=f"the kernel family (default {DEFAULT_KERNEL}); results of another go to files named -<kernel>")
     ap.add_argument("--models", default=None, help="comma-separated models of the workload (default: all)")
     ap.add_argument("--M", default=None, help="comma-separated sizes of the sweep (default: the paper's)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--sync-warp", choices=["auto", "on", "off"], default="auto",
-                    help="conv2d/attention: the waiting kernels' sync warp (default: where it pays); "
-                         "results of on/off go to files named -syncwarp-on/-off")
+                    help="the waiting kernels' sync warp (default: where it pays); results of on/off go to "
+                         "files named -syncwarp-on/-off (workloads with the option: %s)"
+                         % ", ".join(n for n, w in REGISTRY.items() if "sync_warp" in w.bench_options))
     ap.add_argument("--spread", choices=["auto", "on", "off"], default="auto",
-                    help="conv2d/attention: early-launched kernels of at most two waves padded to ceil(blocks/SMs) "
-                         "blocks per SM "
+                    help="early-launched kernels of at most two waves padded to ceil(blocks/SMs) blocks per SM "
                          "(default: each workload's default); on/off go to files named -spread-on/-off")
     ap.add_argument("--tiles", default=None,
                     help="conv2d: a tile label for every chain (e.g. 128x64x32/s4/w2x2); attention: 'wide' (prompts "
                          "on 8-warp tiles); results go to files named -tiles-<label>")
-    ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
+                    help="where the JSON, markdown and PNG go (default: the current directory)")
     args = ap.parse_args(argv)
-    if args.tiles and args.workload not in WORKLOADS:
-        ap.error("--tiles is for conv2d and attention (cusyncgen tune mlp tries the MLP's tile shapes)")
+    if args.kernel not in FAMILIES[args.workload]:
+        ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
+    cls = get(args.workload, args.kernel)
+    onoff = {"auto": None, "on": True, "off": False}
+    options = {"sync_warp": onoff[args.sync_warp], "spread": onoff[args.spread], "tiles": args.tiles}
+    asked = {k: v for k, v in options.items() if v is not None}
+    for k in asked:
+        if k not in cls.bench_options:
+            ap.error(f"--{k.replace('_', '-')} is not an option of {cls.name} (its options: "
+                     f"{', '.join('--' + o.replace('_', '-') for o in cls.bench_options) or 'none'})")
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
         print(f"cusyncgen bench: error: {why}", file=sys.stderr)
         return 1
-    from cusyncgen.cuda import driver
-    dev = slug(driver.device_name())
-    if args.workload == "overhead":
-        from cusyncgen.cuda.overhead import measure
-        res = measure(iters=max(args.iters, 50))
-        for r in res["rows"]:
-            print(f"{r['config']:>24s} {r['time_us']:8.1f} us  overhead {100 * r['overhead_vs_streamsync']:+.2f}%  correct={r['correct']}")
-        write(res, args.out_dir, f"overhead-{dev}")
-        return 0
-    sweep = [int(m) for m in args.M.split(",")] if args.M else None
-    if args.workload == "mlp":
-        res = bench_mlp((args.models or "gpt3,llama,llama-ep").split(","), sweep or SWEEP, args.iters, args.out_dir)
-    else:
-        import importlib
-        mod, fn = WORKLOADS[args.workload].split(":")
-        opt = {"auto": None, "on": True, "off": False}
-        res = getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep, iters=args.iters,
-                                                        sync_warp=opt[args.sync_warp], spread=opt[args.spread],
-                                                        tiles=args.tiles)
-    suffix = "" if args.workload in ("mlp", "overhead") else (
-        ("" if args.sync_warp == "auto" else f"-syncwarp-{args.sync_warp}")
-        + ("" if args.spread == "auto" else f"-spread-{args.spread}")
-        + (f"-tiles-{slug(args.tiles)}" if args.tiles else ""))
-    for p in write(res, args.out_dir, f"{args.workload}-{dev}{suffix}"):
+    try:
+        sizes = [int(m) for m in args.M.split(",")] if args.M else None
+    except ValueError:
+        ap.error(f"--M: comma-separated integers, not {args.M!r}")
+    res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
+    for r in res["rows"]:
+        r.setdefault("kernel", cls.kernel)
+    paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel))
+    for p in paths:
         print(p)
-    print(markdown(res))
+    if res.get("vendor"):
+        print(markdown(res))
+    else:
+        for r in res["rows"]:
+            print(f"{r['config']:>24s} {r['time_us']:8.1f} us  overhead {100 * r['overhead_vs_streamsync']:+.2f}%  "
+                  f"correct={r['correct']}")
     return 0
 
 

@@ -31,12 +31,12 @@ class BuildError(CusyncError):
 
 
 def runtime_include_dir() -> Path:
-    """runtime_cuda/ in a checkout, or its copy inside an installed wheel."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here.parent / "runtime_cuda", here / "_data" / "runtime_cuda"):
-        if (candidate / "cusync" / "cusync.h").is_file():
-            return candidate
-    raise BuildError("cannot find runtime_cuda/cusync/cusync.h next to the cusyncgen package")
+    """runtime_cuda/ in a checkout, or its copy inside an installed wheel (cusyncgen.data_path)."""
+    from cusyncgen import data_path
+    candidate = data_path("runtime_cuda")
+    if (candidate / "cusync" / "cusync.h").is_file():
+        return candidate
+    raise BuildError(f"cannot find cusync/cusync.h under {candidate} (the package's runtime headers)")
 
 
 def cutlass_include_dir() -> Path | None:

@@ -1,69 +1,120 @@
-"""Run a producer kernel and its consumer under one of the orderings the benchmarks compare.
+"""Run the n kernels of a chain under one of the orderings the benchmarks compare: the one place
+where a Config becomes launches (streams, wait-kernels, PDL) and StageArgs flags.
 
 Configurations, named as in the paper (W: no wait-kernel, T: no custom tile order, R: reordered
 tile loads), plus Hopper's programmatic dependent launch:
 
-- StreamSync: both kernels on one stream, plain (no semaphores): CUDA's stream order.
-- PDL: plain kernels on one stream; the consumer is launched with programmatic stream
+- StreamSync: every kernel on one stream, plain (no semaphores): CUDA's stream order.
+- PDL: plain kernels on one stream; each consumer is launched with programmatic stream
   serialization and waits for the whole producer grid with griddepcontrol.wait.
-- <Policy>[+...]: tile semaphores. Ordering "waitkernel" (the paper: two streams, the
-  wait-kernel before the consumer), "pdl" (one stream, the consumer PDL-launched, waiting on tile
-  semaphores instead of griddepcontrol.wait) or "none" (W: two streams, no ordering: allowed only
-  when both grids fit on the GPU at once, since a consumer could otherwise occupy every slot).
+- <Policy>[+...]: tile semaphores. Ordering "waitkernel" (the paper: a stream per kernel, the
+  wait-kernel before each consumer), "pdl" (one stream, the consumers PDL-launched, waiting on
+  tile semaphores instead of griddepcontrol.wait) or "none" (W: a stream per kernel, no ordering:
+  allowed only when every grid fits on the GPU at once, since a consumer could otherwise occupy
+  every slot). "stream" with a policy runs the policy's kernels in stream order (a diagnostic:
+  what posting and waiting cost with nothing to overlap).
+- "persistent": one launch for the whole chain, provided by a kernel family (none yet): run()
+  takes the family's launcher and refuses the ordering without one.
 """
 from __future__ import annotations
 
-from typing import Callable
+import ctypes
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Sequence
 
-import cupy
+from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config, Ordering  # noqa: F401  (re-exported)
+from cusyncgen.cuda.lazy import cupy, driver
+from cusyncgen.errors import CusyncError
 
-from cusyncgen.cuda import driver
-from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config  # noqa: F401  (re-exported)
-from cusyncgen.cuda.stages import Stage
+CUSTOM_ORDER, PDL_TRIGGER, PDL_WAIT = 1, 2, 4  # cusync::StageFlags (runtime_cuda/cusync/stage.h)
 
 
-Launch = Callable[[cupy.cuda.Stream, object, bool], None]  # (stream, StageArgs, pdl) -> None
+@dataclass(frozen=True)
+class Step:
+    """How kernel i of a chain is launched under a Config."""
+
+    flags: int          # StageArgs.flags
+    pdl: bool           # launched with programmatic stream serialization
+    early: bool         # may start before its producer ends, its blocks admitted as SMs free up
+    side_stream: bool   # on the chain's stream i (forked from and joined to the caller's) instead of the caller's
+    wait_kernel: bool   # the wait-kernel precedes it on its stream
+
+
+def steps(cfg: Config, n: int) -> list[Step]:
+    """The one decoding of a Config into launches, kernel by kernel."""
+    o = cfg.ordering
+    custom = CUSTOM_ORDER if cfg.custom_order and cfg.policy is not None else 0
+    out = []
+    for i in range(n):
+        first, last = i == 0, i == n - 1
+        if o == Ordering.STREAM:
+            out.append(Step(custom, False, False, False, False))
+        elif o == Ordering.PDL_ALONE:
+            flags = (0 if last else PDL_TRIGGER) | (0 if first else PDL_WAIT)
+            out.append(Step(flags, not first, not first, False, False))
+        elif o == Ordering.PDL:
+            out.append(Step(custom | (0 if last else PDL_TRIGGER), not first, not first, False, False))
+        elif o == Ordering.WAITKERNEL:
+            out.append(Step(custom, False, not first, True, not first))
+        elif o == Ordering.NONE:
+            # no spread padding: W's admission check counts the kernels' own blocks per SM
+            out.append(Step(custom, False, False, True, False))
+        else:
+            raise CusyncError(f"ordering {o.value!r} is launched by its kernel family, not kernel by kernel", None)
+    return out
+
+
+# launch(stream, stage_args, step): one kernel of the chain
+Launch = Callable[[object, object, Step], None]
+
+
+class Link(NamedTuple):
+    """One kernel of a chain: its Stage, how to launch it, and its blocks per launch (the tickets
+    the wait-kernel counts)."""
+
+    stage: object      # cusyncgen.cuda.stages.Stage
+    launch: Launch
+    tickets: int
 
 
 class Chain:
-    """Streams and events for one producer -> consumer pair (allocated once, reused)."""
+    """Streams and events for a chain of n kernels (allocated once, reused). Earlier kernels get
+    higher stream priorities (numerically lower), so their blocks are dispatched first."""
 
-    def __init__(self, wait_kernel=None):
+    def __init__(self, n: int, wait_kernel=None):
         lo, hi = driver.stream_priority_range()
-        # The producer gets the higher priority so its blocks are dispatched first.
-        self.s_prod = cupy.cuda.Stream(non_blocking=True, priority=hi)
-        self.s_cons = cupy.cuda.Stream(non_blocking=True, priority=lo)
+        self.n = n
+        self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(lo, hi + i)) for i in range(n)]
         self.wait_kernel = wait_kernel
-        self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(3)]
+        self._fork = cupy.cuda.Event(disable_timing=True)
+        self._done = [cupy.cuda.Event(disable_timing=True) for _ in range(n)]
 
-    def run(self, main: cupy.cuda.Stream, cfg: Config, producer: Stage, consumer: Stage,
-            launch_producer: Launch, launch_consumer: Launch, producer_tiles: int, consumer_tiles: int) -> None:
-        if cfg.ordering == "stream":
-            launch_producer(main, producer.args(), False)
-            launch_consumer(main, consumer.args(), False)
+    def run(self, main, cfg: Config, links: Sequence[Link], persistent: Callable | None = None) -> None:
+        """Launch `links` on `main` under `cfg`. persistent(main, cfg, links): the kernel family's
+        one-launch chain, for Ordering.PERSISTENT."""
+        if len(links) != self.n:
+            raise ValueError(f"a chain of {self.n} kernels got {len(links)}")
+        if cfg.ordering == Ordering.PERSISTENT:
+            if persistent is None:
+                raise CusyncError(f"{cfg.name}: this kernel family has no one-launch (persistent) chain", None)
+            persistent(main, cfg, links)
             return
-        if cfg.ordering == "pdl_alone":
-            launch_producer(main, producer.args(pdl_trigger=True), False)
-            launch_consumer(main, consumer.args(pdl_wait=True), True)
-            return
-        if cfg.ordering == "pdl":
-            launch_producer(main, producer.args(cfg.custom_order, pdl_trigger=True), False)
-            launch_consumer(main, consumer.args(cfg.custom_order), True)
-            return
-        fork, done_p, done_c = self._events
-        fork.record(main)
-        self.s_prod.wait_event(fork)
-        self.s_cons.wait_event(fork)
-        launch_producer(self.s_prod, producer.args(cfg.custom_order), False)
-        if cfg.ordering == "waitkernel":
-            self.wait_kernel.launch((1, 1, 1), [producer.ticket, consumer.ticket, _u64(producer_tiles), _u64(consumer_tiles)], self.s_cons)
-        launch_consumer(self.s_cons, consumer.args(cfg.custom_order), False)
-        done_p.record(self.s_prod)
-        done_c.record(self.s_cons)
-        main.wait_event(done_p)
-        main.wait_event(done_c)
-
-
-def _u64(v: int):
-    import ctypes
-    return ctypes.c_ulonglong(v)
+        plan = steps(cfg, self.n)
+        forked = any(s.side_stream for s in plan)
+        if forked:
+            self._fork.record(main)
+        for i, (link, step) in enumerate(zip(links, plan)):
+            s = self.streams[i] if step.side_stream else main
+            if step.side_stream:
+                s.wait_event(self._fork)
+            if step.wait_kernel:
+                prev = links[i - 1]
+                self.wait_kernel.launch((1, 1, 1), [prev.stage.ticket, link.stage.ticket, ctypes.c_ulonglong(prev.tickets),
+                                                    ctypes.c_ulonglong(link.tickets)], s)
+            link.launch(s, link.stage.args(step.flags), step)
+            if step.side_stream:
+                self._done[i].record(s)
+        if forked:
+            for i, step in enumerate(plan):
+                if step.side_stream:
+                    main.wait_event(self._done[i])

@@ -3,21 +3,43 @@ alone, and <Policy>[+PDL][+W][R][T] as described in cusyncgen.cuda.chain."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+
+class Ordering(str, Enum):
+    """How the kernels of a chain are ordered (cusyncgen.cuda.chain.steps decodes each)."""
+
+    STREAM = "stream"          # one stream, CUDA's stream order (StreamSync; with a policy: its kernels, no overlap)
+    PDL_ALONE = "pdl_alone"    # one stream, PDL; each kernel waits for the whole previous grid
+    WAITKERNEL = "waitkernel"  # the paper: a stream per kernel, the wait-kernel before each consumer
+    PDL = "pdl"                # one stream, PDL; consumers wait on tile semaphores
+    NONE = "none"              # W: a stream per kernel, no ordering (every grid resident at once)
+    # One persistent launch runs the whole chain (a kernel family whose kernels provide it, e.g.
+    # Hopper's; none does yet): a workload offers it only where its `orderings` include it, and
+    # Chain.run refuses it without the family's launcher.
+    PERSISTENT = "persistent"
+
+
+# The orderings of the sm80 kernel family (every workload today).
+SM80_ORDERINGS = frozenset({Ordering.STREAM, Ordering.PDL_ALONE, Ordering.WAITKERNEL, Ordering.PDL, Ordering.NONE})
 
 
 @dataclass(frozen=True)
 class Config:
     policy: str | None          # None: StreamSync / PDL-alone (plain kernels)
-    ordering: str = "waitkernel"  # "stream", "pdl_alone", "waitkernel", "pdl", "none"
+    ordering: Ordering = Ordering.WAITKERNEL
     custom_order: bool = True
     reorder: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "ordering", Ordering(self.ordering))
 
     @property
     def name(self) -> str:
         if self.policy is None:
-            return "StreamSync" if self.ordering == "stream" else "PDL"
-        opts = ("W" if self.ordering == "none" else "") + ("R" if self.reorder else "") + ("" if self.custom_order else "T")
-        name = self.policy + ("+PDL" if self.ordering == "pdl" else "")
+            return "StreamSync" if self.ordering == Ordering.STREAM else "PDL"
+        opts = ("W" if self.ordering == Ordering.NONE else "") + ("R" if self.reorder else "") + ("" if self.custom_order else "T")
+        name = self.policy + {Ordering.PDL: "+PDL", Ordering.PERSISTENT: "+Persistent"}.get(self.ordering, "")
         return name + (f"+{opts}" if opts else "")
 
     @classmethod
@@ -26,23 +48,37 @@ class Config:
         if name in ("StreamSync", "PDL"):
             return STREAM_SYNC if name == "StreamSync" else PDL_ALONE
         # the policy may itself hold '+' (one policy per dependency: "StridedSync+RowSync+TileSync");
-        # the options are the trailing tokens: "PDL", then a token of W, R and T
+        # the options are the trailing tokens: "PDL" or "Persistent", then a token of W, R and T
         tokens = name.split("+")
         flags = tokens.pop() if len(tokens) > 1 and tokens[-1] and not set(tokens[-1]) - set("WRT") else ""
-        pdl = len(tokens) > 1 and tokens[-1] == "PDL"
-        if pdl:
-            tokens.pop()
+        launch = tokens.pop() if len(tokens) > 1 and tokens[-1] in ("PDL", "Persistent") else ""
         policy = "+".join(tokens)
         if not policy or any("Sync" not in t or t == "StreamSync" for t in tokens):
             raise ValueError(f"not a configuration name: {name!r}")
-        if "W" in flags and (pdl or "T" not in flags):
+        if "W" in flags and (launch or "T" not in flags):
             raise ValueError(f"not a configuration name: {name!r} (W goes with T and without PDL)")
-        ordering = "pdl" if pdl else "none" if "W" in flags else "waitkernel"
+        ordering = {"PDL": Ordering.PDL, "Persistent": Ordering.PERSISTENT}.get(
+            launch, Ordering.NONE if "W" in flags else Ordering.WAITKERNEL)
         cfg = cls(policy, ordering, "T" not in flags, "R" in flags)
         if cfg.name != name:
             raise ValueError(f"not a configuration name: {name!r} (did you mean {cfg.name!r}?)")
         return cfg
 
 
-STREAM_SYNC = Config(None, "stream", False)
-PDL_ALONE = Config(None, "pdl_alone", False)
+STREAM_SYNC = Config(None, Ordering.STREAM, False)
+PDL_ALONE = Config(None, Ordering.PDL_ALONE, False)
+
+
+def policy_configs(policies, orderings=SM80_ORDERINGS, w_ok: bool = False, reorder=(False, True)) -> list[Config]:
+    """StreamSync, PDL alone, then per policy and reorder choice: the wait-kernel and PDL orderings
+    with and without the custom tile order (T), and W where `w_ok` (every grid resident at once).
+    Only the orderings the kernel family supports (`orderings`)."""
+    out = [c for c in (STREAM_SYNC, PDL_ALONE) if c.ordering in orderings]
+    for p in policies:
+        for r in reorder:
+            for ordering in (Ordering.WAITKERNEL, Ordering.PDL):
+                if ordering in orderings:
+                    out += [Config(p, ordering, True, r), Config(p, ordering, False, r)]
+            if w_ok and Ordering.NONE in orderings:
+                out.append(Config(p, Ordering.NONE, False, r))
+    return out

@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import cupy
+from cusyncgen.cuda.lazy import cupy
 
-from cusyncgen.cuda import driver, timing
-from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC
-from cusyncgen.cuda.conv import REORDER, TOL, WAIT_INPUT, ConvChain, rel_err
+from cusyncgen.cuda import timing
+from cusyncgen.cuda.lazy import driver
+from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config, Ordering
+from cusyncgen.workloads.conv2d import REORDER, TOL, WAIT_INPUT, ConvChain, rel_err
 
 POINTS = (("resnet38", "L1", 32), ("resnet38", "L1", 8), ("resnet38", "L3", 28), ("vgg19", "L3", 32), ("vgg19", "L4", 4))
 
@@ -30,7 +31,10 @@ POINTS = (("resnet38", "L1", 32), ("resnet38", "L1", 8), ("resnet38", "L3", 28),
 def variants(chain: ConvChain, policy: str, x, ws, bs, ys):
     """(name, run(stream), checked) for every way of running the chain."""
     def policy_kernels(flags: int, custom_order: bool, pdl: bool):
-        return lambda s: chain.run_on_one_stream(s, policy, x, ws, bs, ys, flags, custom_order, pdl)
+        """The policy's kernels on one stream, PDL-launched or in stream order, with these
+        ConvArgs flags on every Conv2D after the first."""
+        cfg = Config(policy, Ordering.PDL if pdl else Ordering.STREAM, custom_order)
+        return lambda s: chain.run(s, cfg, x, ws, bs, ys, conv_flags=flags)
 
     return [
         ("StreamSync", lambda s: chain.run(s, STREAM_SYNC, x, ws, bs, ys), True),

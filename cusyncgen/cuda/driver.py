@@ -11,6 +11,7 @@ from pathlib import Path
 
 import cupy
 
+from cusyncgen.cuda import abi
 from cusyncgen.cuda.build import BuildError
 
 try:
@@ -44,28 +45,6 @@ def _init() -> None:
         _initialized = True
 
 
-# ---- kernel parameter structs, laid out as in runtime_cuda/cusync/stage.h ----
-
-class StageArgs(ctypes.Structure):
-    _fields_ = [
-        ("ticket", ctypes.c_void_p),
-        ("out_sems", ctypes.c_void_p),
-        ("in_sems0", ctypes.c_void_p),
-        ("in_sems1", ctypes.c_void_p),
-        ("debug", ctypes.c_void_p),
-        ("timeout_ns", ctypes.c_longlong),
-        ("stage_id", ctypes.c_int),
-        ("flags", ctypes.c_int),
-        ("splits", ctypes.c_int),   # blocks per tile (split-K; 0 or 1: one)
-    ]
-
-
-CUSTOM_ORDER, PDL_TRIGGER, PDL_WAIT = 1, 2, 4
-
-DEBUG_FIELDS = ("failed", "stage", "producer", "tile_x", "tile_y", "tile_z", "sem", "seen", "expected",
-                "consumer_x", "consumer_y", "consumer_z")
-
-
 @dataclass
 class Kernel:
     function: object  # cupy.cuda.function.Function
@@ -92,9 +71,29 @@ class Module:
 
     def constant_int(self, name: str) -> int:
         """The value of an `extern "C" __device__ const int NAME` of the module."""
-        ptr = self._module.get_global(name)
+        try:
+            ptr = self._module.get_global(name)
+        except Exception as exc:  # CuPy raises its own CUDADriverError
+            raise BuildError(f"{name!r} is not in {self.path.name}: {exc}") from None
         buf = cupy.ndarray((1,), dtype=cupy.int32, memptr=ptr)
         return int(buf.get()[0])
+
+    def constant_int64s(self, name: str, n: int) -> list[int]:
+        """The first n values of an `extern "C" __device__ const long long NAME[]` of the module."""
+        try:
+            ptr = self._module.get_global(name)
+        except Exception as exc:  # CuPy raises its own CUDADriverError
+            raise BuildError(f"{name!r} is not in {self.path.name}: {exc}") from None
+        return [int(v) for v in cupy.ndarray((n,), dtype=cupy.int64, memptr=ptr).get()]
+
+    def check_abi(self, *structs) -> None:
+        """Compare each ctypes Structure with the layout the module exports (cusyncgen.cuda.abi):
+        an AbiError names the struct and field that differ."""
+        for struct in structs:
+            try:
+                abi.check(self, struct)
+            except abi.AbiError as exc:
+                raise abi.AbiError(f"{self.path.name}: {exc}") from None
 
     def kernel(self, name: str, threads: int, smem: int = 0) -> Kernel:
         try:
@@ -178,14 +177,6 @@ def sm_count() -> int:
 def arch() -> str:
     cc = cupy.cuda.Device().compute_capability  # e.g. "90"
     return "sm_90a" if cc == "90" else f"sm_{cc}"
-
-
-class GemmArgs(ctypes.Structure):
-    """cusync_kernels::GemmArgs (runtime_cuda/kernels/gemm.cuh)."""
-
-    _fields_ = [("A", ctypes.c_void_p), ("B", ctypes.c_void_p), ("C", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("M", "N", "K", "lda", "ldb", "ldc", "swiglu_offset")] + [
-        ("ws", ctypes.c_void_p), ("counters", ctypes.c_void_p)]  # split-K (kernels/splitk.cuh)
 
 
 def sync_warp_pays(blocks: int, with_sync_warp: Kernel, without: Kernel) -> bool:

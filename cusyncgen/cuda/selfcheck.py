@@ -18,12 +18,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import cupy
 
-    from cusyncgen.cuda.bench import configs_for, rel_err
-    from cusyncgen.cuda.mlp import MLP
+    from cusyncgen.workloads.base import rel_err
+    from cusyncgen.workloads.mlp import MLP
 
     mlp = MLP(args.model, args.M, debug=args.debug)
     wanted = [c for c in args.configs.split(",") if c]
-    cfgs = [c for c in configs_for(mlp) if not wanted or c.name in wanted]
+    cfgs = [c for c in mlp.configs() if not wanted or c.name in wanted]
     stream = cupy.cuda.Stream()
     bad = 0
     with stream:

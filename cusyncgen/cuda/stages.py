@@ -1,10 +1,13 @@
 """Device buffers of a CuSync stage, and the error a timed-out wait becomes (CUSYNC_DEBUG)."""
 from __future__ import annotations
 
-import cupy
-
-from cusyncgen.cuda.driver import CUSTOM_ORDER, DEBUG_FIELDS, PDL_TRIGGER, PDL_WAIT, StageArgs
+from cusyncgen.cuda.abi import StageArgs, TimelineStageArgs
+from cusyncgen.cuda.lazy import cupy
 from cusyncgen.errors import CusyncError
+
+# cusync::DebugRecord (runtime_cuda/cusync/stage.h), int32 words
+DEBUG_FIELDS = ("failed", "stage", "producer", "tile_x", "tile_y", "tile_z", "sem", "seen", "expected",
+                "consumer_x", "consumer_y", "consumer_z")
 
 
 class CusyncTimeoutError(CusyncError):
@@ -41,25 +44,19 @@ class Stage:
         self.inputs[input_index] = producer
         self.input_names[input_index] = what or producer.name
 
-    def args(self, custom_order: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False) -> StageArgs:
-        flags = (CUSTOM_ORDER if custom_order else 0) | (PDL_TRIGGER if pdl_trigger else 0) | (PDL_WAIT if pdl_wait else 0)
+    def args(self, flags: int = 0) -> StageArgs:
+        """The kernel parameter; flags: cusync::StageFlags (cusyncgen.cuda.chain.steps decodes a
+        Config into them). A timeline stage passes the CUSYNC_TIMELINE build's layout."""
         ins = [p.sems.data.ptr if p is not None else None for p in self.inputs]
-        return StageArgs(
-            ticket=self.ticket.data.ptr,
-            out_sems=self.sems.data.ptr if self.num_out_sems else None,
-            in_sems0=ins[0],
-            in_sems1=ins[1],
-            debug=self.debug.data.ptr if self.timeline is None else self.timeline.data.ptr,
-            timeout_ns=self.timeout_ns if self.timeline is None else self.timeline.size // 4,
-            stage_id=self.stage_id,
-            flags=flags,
-            splits=self.splits,
-        )
+        common = dict(ticket=self.ticket.data.ptr, out_sems=self.sems.data.ptr if self.num_out_sems else None,
+                      in_sems0=ins[0], in_sems1=ins[1], debug=self.debug.data.ptr, timeout_ns=self.timeout_ns,
+                      stage_id=self.stage_id, flags=flags, splits=self.splits)
+        if self.timeline is None:
+            return StageArgs(**common)
+        return TimelineStageArgs(**common, timeline=self.timeline.data.ptr, timeline_capacity=self.timeline.size // 4)
 
     def raise_if_timed_out(self) -> None:
         """Call after synchronizing: turns the device's debug record into an exception."""
-        if self.timeline is not None:
-            return
         rec = dict(zip(DEBUG_FIELDS, (int(v) for v in self.debug.get())))
         if rec["failed"] == 0:
             return

@@ -4,6 +4,9 @@ finding where a chain loses time: consumer blocks placed unevenly on the SMs whi
 waits that return late, a producer slowed by the blocks waiting beside it.
 
     python -m cusyncgen.cuda.timeline --model llama --M 1 --configs StreamSync,RowSync+PDL+R -o DIR
+    python -m cusyncgen.cuda.timeline --workload attention --model gpt3 --M "1,1024,0;4,1,512"
+
+Each workload with a `timelines` classmethod (cusyncgen.workloads: MLP, Attention) traces itself.
 
 Times are the globaltimer of the GPU (ns), relative to the first block of the chain's launch; the
 timeline build takes a ticket in every kernel (the plain ones too), so it runs slightly slower
@@ -68,96 +71,6 @@ def summarize(stages: dict[str, list[dict]]) -> dict:
     return out
 
 
-def trace_mlp(model: str, M: int, configs: list[str], runs: int = 5, tiles=None, spread: bool = False,
-              sync_warp: bool = True) -> dict:
-    """Run each configuration `runs` times (the last one is recorded) and return the timelines.
-    spread: also run each synchronized configuration with the consumer's shared memory padded
-    (spread_smem) so that no two consumer blocks are placed on one SM ("<config>/spread")."""
-    import dataclasses
-
-    import cupy
-
-    from cusyncgen.cuda.bench import rel_err
-    from cusyncgen.cuda.chain import Config
-    from cusyncgen.cuda.mlp import MLP
-
-    mlp = MLP(model, M, tiles=tiles, timeline=True, sync_warp=sync_warp)
-    stream = cupy.cuda.Stream(non_blocking=False)
-    out = {"model": model, "M": M, "tiles": mlp.tiles.label, "sync_warp": sync_warp, "configs": {}}
-    from cusyncgen.cuda import driver
-    pad = driver.spread_smem(mlp.kernels[None][1], driver.block_smem(mlp.kernels[None][0])) if spread else 0
-    configs = [n for n in configs if Config.parse(n).policy in (None, *mlp.policy_names)]
-    runs_of = [(name, False) for name in configs]
-    if pad:
-        runs_of += [(name, True) for name in configs if name != "StreamSync"]
-    with stream:
-        bufs = mlp.buffers(seed=0)
-        outs = mlp.outputs()
-        stream.synchronize()
-        ref = mlp.reference(*bufs)
-        for name, padded in runs_of:
-            cfg = Config.parse(name)
-            saved = mlp.kernels[cfg.policy]
-            if padded:
-                k1, k2, k2r = saved
-                for k in (k2, k2r):
-                    if k is not None:
-                        k.function.max_dynamic_shared_size_bytes = pad
-                mlp.kernels[cfg.policy] = (k1, dataclasses.replace(k2, smem=pad),
-                                           k2r and dataclasses.replace(k2r, smem=pad))
-            try:
-                for _ in range(runs):
-                    mlp.run(stream, cfg, *bufs, *outs)
-                stream.synchronize()
-            finally:
-                mlp.kernels[cfg.policy] = saved
-            err = rel_err(outs[1], ref)
-            p, c = mlp._stages[cfg.policy] if cfg.policy else mlp.plain
-            stages = {"gemm1": block_records(p), "gemm2": block_records(c)}
-            key = name + ("/spread" if padded else "")
-            out["configs"][key] = {"summary": summarize(stages), "rel_err": err, "blocks": stages}
-    return out
-
-
-def trace_attention(model: str, B: int, S: int, Sp: int, configs: list[str], runs: int = 5,
-                    sync_warp: bool | None = None, spread: bool = True) -> dict:
-    """The five kernels of one Attention shape (cusyncgen.cuda.attention), as trace_mlp."""
-    import cupy
-
-    from cusyncgen.cuda.attention import Attention
-    from cusyncgen.cuda.chain import Config
-    from cusyncgen.cuda.modules_attention import Shape
-
-    att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp, spread=spread)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    out = {"model": att.shape.label, "M": att.shape.size, "tiles": "default",
-           "sync_warp": [r for r, used in att.sync_warp_used.items() if used], "configs": {}}
-    bufs = att.buffers(seed=0)
-    from cusyncgen.cuda import timing
-    for name in configs:
-        cfg = Config.parse(name)
-        if cfg.policy not in (None, *att.policy_names):
-            continue
-        for _ in range(runs):
-            att.run(stream, cfg, bufs)
-        stream.synchronize()
-        errs = att.check(bufs)
-        # the recorded launch: one CUDA-graph replay (no host launch gaps between the kernels), the
-        # records cleared first (a split-K block that does not post its tile writes none)
-        graph = timing.capture(lambda s: att.run(s, cfg, bufs), stream)
-        for _ in range(runs):
-            graph.launch(stream)
-        with stream:
-            for st in att._stages[cfg.policy]:
-                st.timeline.fill(0)
-        stream.synchronize()
-        graph.launch(stream)
-        stream.synchronize()
-        stages = {st.name: block_records(st) for st in att._stages[cfg.policy]}
-        out["configs"][name] = {"summary": summarize(stages), "rel_err": errs["chain"], "blocks": stages}
-    return out
-
-
 def describe(trace: dict) -> str:
     sw = trace["sync_warp"]
     lines = [f"{trace['model']} M={trace['M']} tiles {trace['tiles']}"
@@ -204,35 +117,33 @@ def plot(trace: dict, path: Path) -> None:
 
 
 def main(argv=None) -> int:
+    from cusyncgen.workloads import REGISTRY
+    traceable = {n: w for n, w in REGISTRY.items() if hasattr(w, "timelines")}
     ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.timeline")
-    ap.add_argument("--model", default="llama")
-    ap.add_argument("--M", default="1")
+    ap.add_argument("--workload", choices=list(traceable), default="mlp")
+    ap.add_argument("--model", default=None, help="the workload's model (default: its first)")
+    ap.add_argument("--M", default=None,
+                    help="mlp: comma-separated sizes M (default 1); attention: B,S,Sp shapes separated by ';' "
+                         "(e.g. '1,1024,0;4,1,512': a prompt and token generation; default 1,1024,0)")
     ap.add_argument("--attention", default=None, metavar="B,S,Sp",
-                    help="trace the Attention chain of this shape instead (e.g. 1,1024,0: a prompt; 4,1,512)")
+                    help="the same as --workload attention --M B,S,Sp")
     ap.add_argument("--configs", default="StreamSync,PDL,RowSync+PDL+R,TileSync+PDL")
-    ap.add_argument("--spread", action="store_true", help="also with the consumer spread one block per SM")
+    ap.add_argument("--spread", action="store_true", help="mlp: also with the consumer spread one block per SM")
     ap.add_argument("--no-sync-warp", action="store_true", help="consumers wait in thread 0 (the older path)")
     ap.add_argument("--no-spread", action="store_true", help="attention: early-launched kernels not padded (spread)")
     ap.add_argument("-o", "--out", type=Path, default=Path("."))
     args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     if args.attention:
-        B, S, Sp = (int(v) for v in args.attention.split(","))
-        trace = trace_attention(args.model, B, S, Sp, args.configs.split(","),
-                                sync_warp=False if args.no_sync_warp else None, spread=not args.no_spread)
+        args.workload, args.M = "attention", args.attention
+    cls = traceable[args.workload]
+    args.out.mkdir(parents=True, exist_ok=True)
+    model = args.model or cls.models[0]
+    for stem, trace in cls.timelines(model, args.M, args.configs.split(","), sync_warp=not args.no_sync_warp,
+                                     spread=args.spread, no_spread=args.no_spread):
         print(describe(trace), flush=True)
-        stem = args.out / (f"timeline-attn-{args.model}-B{B}-S{S}-Sp{Sp}" + ("-nosyncwarp" if args.no_sync_warp else "")
-                           + ("-nospread" if args.no_spread else ""))
-        stem.with_suffix(".json").write_text(json.dumps(trace))
-        plot(trace, stem.with_suffix(".png"))
-        return 0
-    for M in (int(m) for m in args.M.split(",")):
-        trace = trace_mlp(args.model, M, args.configs.split(","), spread=args.spread,
-                          sync_warp=not args.no_sync_warp)
-        print(describe(trace), flush=True)
-        stem = args.out / f"timeline-{args.model}-M{M}{'' if not args.no_sync_warp else '-nosyncwarp'}"
-        stem.with_suffix(".json").write_text(json.dumps(trace))
-        plot(trace, stem.with_suffix(".png"))
+        path = args.out / stem
+        path.with_suffix(".json").write_text(json.dumps(trace))
+        plot(trace, path.with_suffix(".png"))
     return 0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Callable, Sequence
 
-import cupy
+from cusyncgen.cuda.lazy import cupy
 
 
 def capture(run: Callable[[cupy.cuda.Stream], None], stream: cupy.cuda.Stream):

@@ -1,12 +1,14 @@
-"""`cusyncgen tune mlp`: pick the fastest correct configuration per size on this GPU.
+"""`cusyncgen tune WORKLOAD`: pick the fastest correct configuration per size on this GPU.
 
-For every model and M it compiles every generated policy x {W, R, T, PDL} x a few tile shapes,
+A workload whose tune_mode is "measure" (the MLP) is measured here: for every model and M it compiles every generated policy x {W, R, T, PDL} x a few tile shapes,
 times them as the benchmark does (CUDA-graph replays, rotating inputs), checks each against the
 float32 reference, and keeps the fastest *correct* one (StreamSync itself when nothing beats it).
 Results are cached per (device, model, M, tiles) in a JSON file, so an interrupted tune resumes.
 It writes a report (markdown + PNG: speed-up per size, the chosen configuration, the wave
 model's prediction from `cusyncgen plan` beside the measurement) and a dispatch table (JSON for
-Python, a C++ header) that selects the configuration by M at run time.
+Python, a C++ header) that selects the configuration by M at run time. The others ("bench":
+Conv2D, Attention) are chosen among `cusyncgen bench` results (--from-json, or a bench run here).
+Everything is written to -o (default: the current directory).
 """
 from __future__ import annotations
 
@@ -19,33 +21,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cusyncgen.cuda import build
-from cusyncgen.cuda.bench import RESULTS, SWEEP, slug
-from cusyncgen.cuda.modules import MODELS, MlpTiles, Tiles, default_tiles
-from cusyncgen.cuda.modules_conv import SPLIT_K
-
-def tile_candidates(model: str, M: int) -> list[MlpTiles]:
-    """The default tiles for M and alternatives whose waves differ: for GPT-3 past M = 64, 128x128
-    tiles with 2x4 warps in both GeMMs; for LLaMA-ep, 4- or 8-warp 128x128 tiles; for LLaMA (producer BN pinned to 64 by its .dep), a 4-warp
-    64x128 or 128x128 consumer (which can have a sync warp: more, shorter consumer blocks that fill
-    the producer's last wave) and, past M = 128, the other row-tile height."""
-    base = default_tiles(model, M)
-    out = [base]
-    if model == "gpt3":
-        wide = MlpTiles(Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 64, 3, 2, 4))
-        if M > 64:
-            out.append(wide)
-    elif model == "llama-ep":
-        # first GeMM 128 wide (its weight's interleaving): 8 or 4 warps (1 or 2 blocks per SM)
-        if M > 64:
-            wide, four = Tiles(128, 128, 64, 3, 2, 4), Tiles(128, 128, 32, 4, 2, 2)
-            out += [MlpTiles(four, four), MlpTiles(wide, wide), MlpTiles(wide, four)]
-    else:
-        small_g1, tall_g1 = Tiles(64, 64, 64, 5, 2, 2), Tiles(128, 64, 64, 4, 2, 2)
-        out.append(MlpTiles(base.g1, Tiles(base.BM, 128, 32, 4, 2, 2), 2))
-        if M > 128:
-            g1 = tall_g1 if base.BM == 64 else small_g1
-            out.append(MlpTiles(g1, Tiles(g1.BM, 128, 32, 4, 2, 2), 2))
-    return list(dict.fromkeys(out))
+from cusyncgen.cuda.bench import slug
+from cusyncgen.errors import CusyncError
+from cusyncgen.workloads.base import SPLIT_K
+from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, default_tiles, tile_candidates
 
 
 def tiles_from_dict(d: dict) -> MlpTiles:
@@ -62,7 +41,7 @@ def mlp_spec(model: str, M: int, tiles: MlpTiles, occupancy: dict, timing=None):
     its work (2*BM*BN*K flops) and its occupancy (an SM shared by o blocks gives each 1/o), in µs
     at the GPU's calibrated tile rate (1 TFLOP/s per SM when uncalibrated: then only ratios mean
     anything)."""
-    from cusyncgen.cuda.modules import compile_dep
+    from cusyncgen.workloads.mlp import compile_dep
     from cusyncgen.plan import adapter, gpus
     m = MODELS[model]
     timing = timing or gpus.Timing()
@@ -198,9 +177,9 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
             raise KeyError(f"{model} M={M} tiles {tiles.label} is not in the cache for {dev} (this runtime)")
         import cupy
 
-        from cusyncgen.cuda.bench import measure_mlp_point
+        from cusyncgen.workloads.mlp import measure_point
         stream = gpu.setdefault("stream", cupy.cuda.Stream())
-        point, mlp, *_ = measure_mlp_point(model, M, iters, stream, seed=M, tiles=tiles)
+        point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tiles=tiles)
         entry = {"rows": point, "tiles": asdict(tiles)}
         if tiles == default_tiles(model, M):
             entry["prediction"] = predict(mlp)
@@ -323,7 +302,7 @@ def matches_within_noise(prediction: dict | None, rows: list[dict]) -> bool:
 
 VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
 # Stream-ordered rows of a bench: the chain's kernels, and (Conv2D) the same chain with split-K
-# (modules_conv.SPLIT_K): the baseline is the fastest of them.
+# (workloads.base.SPLIT_K): the baseline is the fastest of them.
 STREAM_ORDER = ("StreamSync", "StreamSync" + SPLIT_K)
 
 
@@ -524,52 +503,101 @@ def select(table: dict, model: str, M: int):
     return rows[-1][1], tiles_from_dict(rows[-1][2])
 
 
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise CusyncError(f"{path}: cannot read it ({exc.strerror or exc})", None) from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CusyncError(f"{path}: not JSON ({exc})", None) from None
+
+
+def load_bench(path: Path, workload: str) -> dict:
+    """A `cusyncgen bench` result of `workload` (a clear error for anything else)."""
+    data = _read_json(path)
+    if isinstance(data, dict) and "choices" in data:
+        raise CusyncError(f"{path}: a `cusyncgen tune` result, not `cusyncgen bench` results", None)
+    if not (isinstance(data, dict) and isinstance(data.get("rows"), list) and isinstance(data.get("workload"), str)
+            and isinstance(data.get("device"), str)):
+        raise CusyncError(f"{path}: not `cusyncgen bench` results (a JSON object with device, workload and rows)", None)
+    if data["workload"] != workload:
+        raise CusyncError(f"{path}: holds {data['workload']} bench results, not {workload}", None)
+    return data
+
+
+def load_tune_cache(path: Path) -> dict:
+    """A tune cache ({device: {"model|M|tiles|runtime": {"rows": [...], ...}}}), checked."""
+    data = _read_json(path)
+    if isinstance(data, dict) and "rows" in data and "workload" in data:
+        raise CusyncError(f"{path}: `cusyncgen bench` results of {data['workload']}, not a tune cache "
+                          "(tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)
+    ok = isinstance(data, dict) and data and all(
+        isinstance(entries, dict) and entries and all(isinstance(k, str) and k.count("|") == 3 and isinstance(v, dict)
+                                                      and "rows" in v for k, v in entries.items())
+        for entries in data.values())
+    if not ok:
+        raise CusyncError(f"{path}: not a tune cache (tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)
+    return data
+
+
 def main(argv=None) -> int:
+    from cusyncgen.workloads import REGISTRY
+    tunable = {n: w for n, w in REGISTRY.items() if w.tune_mode}
+    from_bench = [n for n, w in tunable.items() if w.tune_mode == "bench"]
+    measured = [n for n, w in tunable.items() if w.tune_mode == "measure"]
     ap = argparse.ArgumentParser(prog="cusyncgen tune", description=__doc__.splitlines()[0])
-    ap.add_argument("workload", choices=["mlp", "conv2d", "attention"])
+    ap.add_argument("workload", choices=list(tunable))
     ap.add_argument("--models", default=None)
     ap.add_argument("--M", default=None)
     ap.add_argument("--from-json", type=Path, nargs="+", default=None,
                     help="choose from existing `cusyncgen bench` results (one or more, e.g. with and without "
-                         "sync warps) instead of measuring (no GPU needed; conv2d and attention)")
+                         f"sync warps) instead of measuring (no GPU needed; {', '.join(from_bench)})")
     ap.add_argument("--from-cache", type=Path, default=None,
-                    help="mlp: report from a tune cache (tune-cache-<device>.json) without a GPU; every point "
-                         "must be in it (measured with the runtime of its latest entries)")
+                    help=f"{', '.join(measured)}: report from a tune cache (tune-cache-<device>.json) without a GPU; "
+                         "every point must be in it (measured with the runtime of its latest entries)")
     ap.add_argument("--calibrate", action="store_true",
-                    help="mlp with --from-cache: fit the plan's timing terms (launch gap, tail skew, wait cost, tile "
+                    help="with --from-cache: fit the plan's timing terms (launch gap, tail skew, wait cost, tile "
                          "rate) on every other size of the cache and print them with the held-out error (for "
                          "cusyncgen/plan/gpus.py TIMINGS); writes nothing")
     ap.add_argument("--iters", type=int, default=25)
-    ap.add_argument("-o", "--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
+                    help="where the report, dispatch table and tune cache go (default: the current directory)")
     args = ap.parse_args(argv)
+    cls = tunable[args.workload]
     if args.calibrate and args.from_cache is None:
         ap.error("--calibrate needs --from-cache")
+    try:
+        sizes = [int(m) for m in args.M.split(",")] if args.M else None
+    except ValueError:
+        ap.error(f"--M: comma-separated integers, not {args.M!r}")
+    models = [m for m in args.models.split(",") if m] if args.models else None
+    if models and set(models) - set(cls.models):
+        ap.error(f"--models: {', '.join(sorted(set(models) - set(cls.models)))} not among {cls.name}'s "
+                 f"({', '.join(cls.models)})")
     if args.from_json is not None:
-        if args.workload == "mlp":
-            ap.error("--from-json is for conv2d and attention (the MLP tune also varies tile shapes)")
+        if cls.tune_mode != "bench":
+            ap.error(f"--from-json is for {', '.join(from_bench)} (the {cls.name} tune also varies tile shapes: "
+                     "it measures them, or reports from --from-cache)")
         try:
-            res = choose_from_bench([json.loads(p.read_text()) for p in args.from_json])
-        except (OSError, ValueError, KeyError, StopIteration) as exc:
-            print(f"cusyncgen tune: error: {' '.join(map(str, args.from_json))}: not bench results of one "
-                  f"device and workload ({exc})", file=sys.stderr)
+            res = choose_from_bench([load_bench(p, cls.name) for p in args.from_json])
+        except (CusyncError, ValueError) as exc:
+            print(f"cusyncgen tune: error: {getattr(exc, 'message', exc)}", file=sys.stderr)
             return 1
         return _write(res, args.out_dir, slug(res["device"]))
     if args.from_cache is not None:
-        if args.workload != "mlp":
-            ap.error("--from-cache is for mlp (conv2d and attention: --from-json)")
-        if args.calibrate:
-            try:
-                print(json.dumps(calibrate_cache(args.from_cache), indent=1))
-            except (OSError, ValueError, KeyError, StopIteration) as exc:
-                print(f"cusyncgen tune: error: {args.from_cache}: {exc}", file=sys.stderr)
-                return 1
-            return 0
+        if cls.tune_mode != "measure":
+            ap.error(f"--from-cache is for {', '.join(measured)} ({cls.name}: --from-json)")
         try:
-            device = next(iter(json.loads(args.from_cache.read_text())))
-            res = tune_mlp([m for m in (args.models or "gpt3,llama,llama-ep").split(",") if m in MODELS],
-                           [int(m) for m in (args.M or ",".join(map(str, SWEEP))).split(",")],
-                           args.iters, args.from_cache, progress=False, device=device)
-        except (OSError, ValueError, KeyError, StopIteration) as exc:
+            cache = load_tune_cache(args.from_cache)
+            if args.calibrate:
+                print(json.dumps(calibrate_cache(args.from_cache), indent=1))
+                return 0
+            device = next(iter(cache))
+            res = cls.tune(models, sizes, args.iters, args.from_cache, progress=False, device=device)
+        except CusyncError as exc:
+            print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
+            return 1
+        except (ValueError, KeyError, StopIteration) as exc:
             print(f"cusyncgen tune: error: {args.from_cache}: {exc}", file=sys.stderr)
             return 1
         return _write(res, args.out_dir, slug(device))
@@ -581,18 +609,10 @@ def main(argv=None) -> int:
     from cusyncgen.cuda import driver
     dev = slug(driver.device_name())
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    if args.workload == "mlp":
-        res = tune_mlp([m for m in (args.models or "gpt3,llama,llama-ep").split(",") if m in MODELS],
-                       [int(m) for m in (args.M or ",".join(map(str, SWEEP))).split(",")],
-                       args.iters, args.out_dir / f"tune-cache-{dev}.json")
+    if cls.tune_mode == "measure":
+        res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}.json")
     else:
-        import importlib
-
-        from cusyncgen.cuda.bench import WORKLOADS
-        mod, fn = WORKLOADS[args.workload].split(":")
-        sweep = [int(m) for m in args.M.split(",")] if args.M else None
-        res = choose_from_bench(getattr(importlib.import_module(mod), fn)(models=args.models, sweep=sweep,
-                                                                            iters=args.iters))
+        res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
     return _write(res, args.out_dir, dev)
 
 

@@ -40,6 +40,13 @@ struct StageArgs {
   // reduces and posts; kernels/splitk.cuh). 0 or 1: one block per tile. A split grid has
   // `splits` times the tiles' z extent: block z = tile z * splits + split.
   int splits;
+#if defined(CUSYNC_TIMELINE)
+  // CUSYNC_TIMELINE builds (diagnostics, cusyncgen.cuda.timeline): thread 0 of every block writes
+  // {start, end of its last wait, end, smid | tile} (globaltimer ns) to
+  // timeline[4 * (ticket % timeline_capacity)]; null or a capacity of 0: no records.
+  unsigned long long* timeline;
+  long long timeline_capacity;
+#endif
 };
 
 #if defined(CUSYNC_DEBUG)
@@ -97,9 +104,7 @@ struct CuStage {
   int split_;         // which of the tile's args.splits K ranges (0 without split-K)
   int last_sem0, last_sem1;
 #if defined(CUSYNC_TIMELINE)
-  // CUSYNC_TIMELINE builds (diagnostics, cusyncgen.cuda.timeline): thread 0 of every block writes
-  // {start, end of its last wait, end, smid | tile} (globaltimer ns) to args.debug, reinterpreted as
-  // unsigned long long[4 * capacity] with capacity = args.timeout_ns, slot = ticket % capacity.
+  // CUSYNC_TIMELINE builds: this block's record, written to args.timeline when it posts.
   unsigned long long tl_ticket;
   long long tl_start, tl_wait;
   // A kernel whose compute threads learn of their last ready input elsewhere (a sync warp) says when.
@@ -352,11 +357,10 @@ struct CuStage {
   // barrier, in kernels whose sync warp has left): thread 0 posts, no barrier here.
   __device__ __forceinline__ void post_synced(Tile t) {
 #if defined(CUSYNC_TIMELINE)
-    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 && args.debug != nullptr && args.timeout_ns > 0) {
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 && args.timeline != nullptr && args.timeline_capacity > 0) {
       unsigned smid;
       asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-      auto* rec = reinterpret_cast<unsigned long long*>(args.debug) +
-                  4 * (tl_ticket % static_cast<unsigned long long>(args.timeout_ns));
+      auto* rec = args.timeline + 4 * (tl_ticket % static_cast<unsigned long long>(args.timeline_capacity));
       rec[0] = static_cast<unsigned long long>(tl_start);
       rec[1] = static_cast<unsigned long long>(tl_wait);
       rec[2] = static_cast<unsigned long long>(global_timer_ns());

@@ -33,6 +33,7 @@ struct AttnGeo {
   float* rv_ws;
   unsigned* rv_counters;
 };
+CUSYNC_EXPORT_ABI(AttnGeo, AttnGeo, cache, P, R, T, B, S, Sp, NH, Dh, ld3, Npad, ldT, causal, rv_ws, rv_counters)
 
 // One of several stage types, chosen by `which` (uniform over the grid) at run time.
 template <class... S>

@@ -31,6 +31,7 @@
 
 #include <kernels/sm80_tile.cuh>
 #include <kernels/splitk.cuh>
+#include <kernels/abi.cuh>
 #include <cusync/sync.h>
 #include <cusync/tile.h>
 
@@ -53,6 +54,7 @@ struct ConvArgs {
   float* ws;
   unsigned* counters;
 };
+CUSYNC_EXPORT_ABI(ConvArgs, ConvArgs, X, W, bias, Y, B, P, Q, C, K, flags, ws, counters)
 
 template <int BM_, int BN_, int BK_, int Stages_, int WarpsM_, int WarpsN_, int ProdBN_ = BN_, bool SyncWarp_ = false,
           bool SplitK_ = false>

@@ -3,6 +3,7 @@
 // consumer that reads a tile before it is posted produces a detectably wrong (poisoned) result.
 #pragma once
 #include <cusync/cusync.h>
+#include <kernels/abi.cuh>
 
 namespace cusync_kernels {
 

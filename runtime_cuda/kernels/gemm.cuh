@@ -49,6 +49,7 @@
 
 #include <kernels/sm80_tile.cuh>
 #include <kernels/splitk.cuh>
+#include <kernels/abi.cuh>
 #include <cusync/sync.h>
 #include <cusync/tile.h>
 
@@ -64,6 +65,7 @@ struct GemmArgs {
   float* ws;
   unsigned* counters;
 };
+CUSYNC_EXPORT_ABI(GemmArgs, GemmArgs, A, B, C, M, N, K, lda, ldb, ldc, swiglu_offset, ws, counters)
 
 // ---------------------------------------------------------------------------------------------
 // Epilogues: applied in fp32 to the accumulator before the fp16 store.

@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <cstdint>
 #include <cusync/tile.h>
+#include <kernels/abi.cuh>
 
 namespace cusync_kernels {
 
@@ -31,6 +32,7 @@ struct SoftmaxArgs {
   uint32_t seed;
   int causal;              // 1: row r of a head-batch reads the keys c <= L - M + r (causal prompt)
 };
+CUSYNC_EXPORT_ABI(SoftmaxArgs, SoftmaxArgs, P, R, M, Npad, L, scale, drop_threshold, keep_scale, seed, causal)
 
 __host__ __device__ __forceinline__ uint32_t attn_hash(uint32_t x) {
   x ^= x >> 16;

@@ -1,44 +1,233 @@
-"""The paper's Conv2D workloads on the GPU: chains of 2 (ResNet-38) and 4 (VGG-19) implicit-GeMM
-3x3 Conv2Ds with bias + ReLU, each consuming the previous one's output, every link synchronized by
-the policies cusyncgen generates from examples/conv_resnet38.dep and examples/conv_vgg19.dep.
+"""The paper's Conv2D workloads: chains of 2 (ResNet-38) and 4 (VGG-19) implicit-GeMM 3x3
+Conv2Ds with bias + ReLU (Table II), each consuming the previous one's output, every link
+synchronized by the policies cusyncgen generates from examples/conv_resnet38.dep and
+examples/conv_vgg19.dep.
 
     chain = ConvChain("resnet38", "L3", batch=8)
     x, ws, bs = chain.buffers(seed=0)
     ys = chain.outputs()                                    # poisoned with NaN
     chain.run(stream, Config("RowSync", "pdl"), x, ws, bs, ys)
 
-`bench()` is the `cusyncgen bench conv2d` workload (cusyncgen.cuda.bench.WORKLOADS).
+One module per (model, layer, batch) (templates/modules/conv2d.cu.j2; pure text, prebuilt without
+a GPU): the generated policies are concrete for the grid, which grows with the batch. It holds the
+plain kernel (StreamSync, PDL alone) and, per generated policy, one kernel per position in the
+chain: the first Conv2D posts, a middle one waits and posts, the last one waits. Waiting and the
+reorder optimization are runtime flags (ConvArgs.flags).
 """
 from __future__ import annotations
 
-import ctypes
+import re
 import sys
 import time
 from dataclasses import dataclass, field
 
-import cupy
+import cusyncgen
+from cusyncgen.cuda import build, timing
+from cusyncgen.cuda.abi import ConvArgs, StageArgs
+from cusyncgen.cuda.chain import Chain, Link
+from cusyncgen.cuda.configs import SM80_ORDERINGS, Config, policy_configs
+from cusyncgen.cuda.lazy import cupy, driver, torch
+from cusyncgen.workloads.base import SPLIT_K, is_policy, rel_err as rel_err_one
+from cusyncgen.workloads.kernels import (KERNEL_FAMILY, WAIT_KERNEL, ConvConfig, KernelVariant, StageType, examples_dir,
+                                         source)
 
-from cusyncgen.cuda import build, driver, timing
-from cusyncgen.cuda.bench import is_policy, rel_err as rel_err_one
-from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
-from cusyncgen.cuda.modules_conv import (BATCHES, LAYERS, MODELS, Tiles, bench_points, default_tiles, grid,
-                                         SPLIT_K, module_source, splits as auto_splits)
-from cusyncgen.cuda.stages import Stage
+@dataclass(frozen=True)
+class Layer:
+    """One Conv2D shape of Table II: P x Q x C input, 3x3 kernel, K = C output channels."""
+
+    name: str
+    P: int
+    C: int
+
+    @property
+    def Q(self) -> int:
+        return self.P
+
+
+LAYERS = {"L1": Layer("L1", 56, 64), "L2": Layer("L2", 28, 128), "L3": Layer("L3", 14, 256), "L4": Layer("L4", 7, 512)}
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    dep: str
+    convs: int          # Conv2Ds chained per layer
+    layers: tuple       # the layers of Table II benchmarked with this chain length
+
+
+# Table II: VGG-19's 64- and 128-channel layers have 2 Conv2Ds, the same chain as ResNet-38's, so
+# only its 4-Conv2D layers are separate workloads here.
+MODELS = {
+    "resnet38": Model("resnet38", "conv_resnet38.dep", 2, ("L1", "L2", "L3", "L4")),
+    "vgg19": Model("vgg19", "conv_vgg19.dep", 4, ("L3", "L4")),
+}
+# The paper's Figure 8 sweeps the batch 1..32 in steps of 4: with 64-pixel tiles a 56x56 image is
+# 49 tiles, so batches 8, 16, 32 fill whole waves of an H100/H200 (132 SMs x 3 blocks) and
+# 12, 20, 24, 28 leave partial last waves, where overlapping the Conv2Ds can pay.
+BATCHES = (1, 4, 8, 12, 16, 20, 24, 28, 32)
+TEST_POINTS = (("resnet38", "L1", 1), ("resnet38", "L2", 3), ("resnet38", "L3", 8), ("resnet38", "L4", 5),
+               ("vgg19", "L3", 2), ("vgg19", "L4", 8))
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Thread-block tile: BM output pixels x BN output channels, BK input channels per k-block."""
+
+    BM: int = 64
+    BN: int = 64
+    BK: int = 64
+    stages: int = 3
+    warps_m: int = 2
+    warps_n: int = 2
+
+    def config(self, sync_warp: bool = False) -> ConvConfig:
+        """Kernels without a sync warp honour their stage's splits (split-K, kernels/splitk.cuh)."""
+        return ConvConfig((self.BM, self.BN, self.BK, self.stages, self.warps_m, self.warps_n), sync_warp)
+
+    @property
+    def threads(self) -> int:
+        return self.warps_m * self.warps_n * 32
+
+    @property
+    def smem(self) -> int:
+        return self.stages * (self.BM + self.BN) * self.BK * 2
+
+    @property
+    def label(self) -> str:
+        return f"{self.BM}x{self.BN}x{self.BK}/s{self.stages}/w{self.warps_m}x{self.warps_n}"
+
+    @classmethod
+    def parse(cls, label: str) -> "Tiles":
+        """The inverse of .label: "128x64x32/s4/w2x2"."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)/s(\d+)/w(\d+)x(\d+)", label)
+        if not m:
+            raise ValueError(f"not a Conv2D tile label: {label!r} (e.g. 128x64x32/s4/w2x2)")
+        return cls(*(int(v) for v in m.groups()))
+
+
+# The other tile shape `cusyncgen tune conv2d` measures (bench conv2d --tiles): twice the output
+# pixels per block, half the blocks -- the waves of every layer and batch change.
+ALT_TILES = (Tiles(128, 64, 32, 4, 2, 2),)
+
+
+def default_tiles(layer: Layer) -> Tiles:
+    tiles = Tiles()
+    if layer.Q + 1 > tiles.BM:
+        raise ValueError(f"the halo of a {layer.Q}-wide image needs BM >= {layer.Q + 1}")
+    return tiles
+
+
+def grid(layer: Layer, batch: int, tiles: Tiles, splits: int = 1) -> tuple[int, int, int]:
+    """(channel tiles, pixel tiles, splits): a split Conv2D's z extent is its splits (stage.h)."""
+    return (layer.C // tiles.BN, -(-batch * layer.P * layer.Q // tiles.BM), splits)
+
+
+# Split-K (kernels/splitk.cuh): at least this many k-blocks per block, and about this many blocks
+# per SM (the split count is rounded to the nearest).
+SPLIT_MIN_KBLOCKS = 4
+SPLIT_BLOCKS_PER_SM = 2
+
+
+def splits(layer: Layer, batch: int, tiles: Tiles, sms: int) -> int:
+    """Blocks per output tile. The deep layers have few pixel tiles and long reductions (L4 at
+    batch 4: 32 tiles of 72 k-blocks on 132 SMs): each tile's 9*C/BK k-blocks are shared by enough
+    blocks to give every SM two (rounded to the nearest split count), keeping SPLIT_MIN_KBLOCKS per
+    block; 1 where the tiles alone fill the SMs."""
+    gx, gy, _ = grid(layer, batch, tiles)
+    k_blocks = 9 * layer.C // tiles.BK
+    return max(1, min(int(SPLIT_BLOCKS_PER_SM * sms / (gx * gy) + 0.5), k_blocks // SPLIT_MIN_KBLOCKS))
+
+
+def compile_dep(model: Model, layer: Layer, batch: int, tiles: Tiles):
+    if layer.Q + 1 > tiles.BM:  # the .dep's Dep covers row tiles y-1..y+1 only
+        raise ValueError(f"the .dep's halo (row tiles y-1..y+1) needs TileM >= Q + 1 = {layer.Q + 1}")
+    params = {"B": batch, "P": layer.P, "Q": layer.Q, "C": layer.C, "TileM": tiles.BM, "TileN": tiles.BN}
+    ns = f"conv_{model.name}"
+    return cusyncgen.compile(examples_dir() / model.dep, params=params, name=ns), ns
+
+
+def policy_label(name: str) -> str:
+    """The one-semaphore-per-tile policy is Conv2DTileSync; with one row tile the halo clamps fold
+    to constants and the compiler names it TileSync: same map, reported under one name."""
+    return "Conv2DTileSync" if name == "TileSync" else name
+
+
+
+
+# ---- kernel names: the module's writer and ConvChain's loader both ask these ----
+
+MACRO = "CUSYNC_CONV2D_KERNEL"  # runtime_cuda/kernels/conv2d.cuh
+
+
+def kernel_symbol(conv: int, policy: str | None, sync_warp: bool = False) -> str:
+    """The entry of Conv2D `conv` (1-based) of the chain under a generated policy (its compiled
+    name), with a sync warp that does its waits; the plain kernel (policy None) serves every position."""
+    if policy is None:
+        return "conv_plain"
+    return f"conv{conv}_{policy}" + ("_S" if sync_warp else "")
+
+
+def module_source(model: Model, layer: Layer, batch: int, tiles: Tiles, debug: bool = False):
+    """(build.Source, [(policy label, generated name, [num_sems of each Conv2D's out policy])]).
+    Every Conv2D that waits also comes with a sync warp that does its waits (kernels/conv2d.cuh's
+    SyncWarp); the host picks one of the two (ConvChain)."""
+    compiled, ns = compile_dep(model, layer, batch, tiles)
+    n = model.convs
+    grids = [f"g{i + 1}" for i in range(n)]
+    deps = {}  # consumer index -> {policy name: (C++ type, semaphores)}
+    for p in compiled.policies:
+        deps.setdefault(grids.index(p.consumer), {})[p.name] = (p.struct_name, p.num_sems)
+    plain = [KernelVariant(kernel_symbol(1, None), MACRO, ("Cfg", StageType("g1")))]
+    entries, policies = [], []
+    for name in deps[1]:
+        sems, convs = [], []
+        for i in range(n):
+            out_p, out_n = deps[i + 1][name] if i + 1 < n else (None, 0)   # None: cusync::NoSync
+            in_p = deps[i][name][0] if i > 0 else None
+            alias = f"Stage{i + 1}_{name}"
+            kernels = [KernelVariant(kernel_symbol(i + 1, name), MACRO, ("Cfg", alias))]
+            if i > 0:
+                kernels.append(KernelVariant(kernel_symbol(i + 1, name, True), MACRO, ("CfgS", alias)))
+            convs.append({"stage": (alias, StageType(grids[i], (out_p, in_p))),
+                          "kernels": kernels})
+            sems.append(out_n)
+        entries.append({"convs": convs})
+        policies.append((policy_label(name), name, sems))
+    src = source("conv2d.cu.j2",
+                 f"conv_{model.name}_{layer.name}_B{batch}_{tiles.BM}x{tiles.BN}x{tiles.BK}{'_debug' if debug else ''}",
+                 ns, compiled.header, debug, configs=[("Cfg", tiles.config()), ("CfgS", tiles.config(True))],
+                 plain=plain, policies=entries)
+    return src, policies
+
+
+def bench_points(models=None, sweep=None):
+    out = []
+    for m in models or MODELS:
+        for layer in MODELS[m].layers:
+            for b in sweep or BATCHES:
+                out.append((m, layer, b))
+    return out
+
+
+
+# ---- on the GPU ----
 
 WAIT_INPUT, REORDER = 1, 2  # cusync_kernels::ConvFlags
-
-
-class ConvArgs(ctypes.Structure):
-    """cusync_kernels::ConvArgs (runtime_cuda/kernels/conv2d.cuh)."""
-
-    _fields_ = [("X", ctypes.c_void_p), ("W", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("Y", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("B", "P", "Q", "C", "K", "flags")] + [
-        ("ws", ctypes.c_void_p), ("counters", ctypes.c_void_p)]
 
 
 @dataclass
 class ConvChain:
     """The Conv2Ds of one layer at one batch size, every generated policy in one module."""
+
+    # the registry entry (cusyncgen.workloads.base.Workload)
+    name = "conv2d"
+    vendor = "cuDNN"
+    kernel = KERNEL_FAMILY
+    orderings = SM80_ORDERINGS
+    models = tuple(MODELS)
+    sizes = BATCHES
+    bench_options = ("sync_warp", "spread", "tiles")
+    tune_mode = "bench"
 
     model_name: str
     layer_name: str
@@ -55,11 +244,27 @@ class ConvChain:
     # 0.86-0.93x points of VGG-19 into 1.00-1.07x and changed ResNet-38 by -2% to +2.5%).
     spread: bool | None = None
     # Blocks per output tile (split-K, kernels/splitk.cuh), the same in every Conv2D of the chain.
-    # None: modules_conv.splits for this GPU (the deep layers' few tiles fill every SM twice), or 1
+    # None: splits() for this GPU (the deep layers' few tiles fill every SM twice), or 1
     # with sync_warp=True; 1: off.
     splits: int | None = None
     arch: str | None = None
     _stages: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def sources(cls, sizes=None, tune: bool = False) -> list[build.Source]:
+        """Every module the benchmark (each layer's default tiles; with tune also ALT_TILES) and
+        the GPU tests (CUSYNC_DEBUG builds at TEST_POINTS) load."""
+        srcs = []
+        for m, layer, b in bench_points(sweep=sizes):
+            for tiles in (default_tiles(LAYERS[layer]),) + (ALT_TILES if tune else ()):
+                srcs.append(module_source(MODELS[m], LAYERS[layer], b, tiles)[0])
+        for m, layer, b in TEST_POINTS:
+            srcs.append(module_source(MODELS[m], LAYERS[layer], b, default_tiles(LAYERS[layer]), debug=True)[0])
+        return srcs
+
+    @classmethod
+    def bench(cls, models=None, sizes=None, iters: int = 30, **options) -> dict:
+        return bench(models, sizes, iters, **options)
 
     def __post_init__(self):
         self.model = MODELS[self.model_name]
@@ -68,12 +273,12 @@ class ConvChain:
         self.n = self.model.convs
         src, policies = module_source(self.model, self.layer, self.batch, self.tiles, self.debug)
         self.module = driver.Module(build.build(src, self.arch or driver.arch()))
+        self.module.check_abi(ConvArgs, StageArgs)
         t = self.tiles
         k = lambda name, extra=0: _opt_in_smem(self.module.kernel(name, t.threads + extra, t.smem))
-        self.plain_kernel = k("conv_plain")
-        self.wait_kernel = self.module.kernel("cusync_wait_kernel", 1)
+        self.plain_kernel = k(kernel_symbol(1, None))
         if self.splits is None:  # a sync warp asked for serves a whole K loop: no split-K then
-            self.splits = 1 if self.sync_warp else auto_splits(self.layer, self.batch, t, driver.sm_count())
+            self.splits = 1 if self.sync_warp else splits(self.layer, self.batch, t, driver.sm_count())
         self.grid = grid(self.layer, self.batch, t, self.splits)
         self.num_tiles = self.grid[0] * self.grid[1]
         self.blocks = self.num_tiles * self.splits  # tickets per launch
@@ -89,8 +294,9 @@ class ConvChain:
             raise ValueError("a split-K Conv2D waits in its compute threads: no sync warp (splits=1 for one)")
         if self.splits == 1 and (self.sync_warp or (self.sync_warp is None and policies)):
             self.sync_warp_used = bool(self.sync_warp) or driver.sync_warp_pays(
-                self.num_tiles, k(f"conv2_{policies[0][1]}_S", 32), self.plain_kernel)
-        sw = lambda i, name: k(f"conv{i + 1}_{name}_S", 32) if i > 0 and self.sync_warp_used else k(f"conv{i + 1}_{name}")
+                self.num_tiles, k(kernel_symbol(2, policies[0][1], True), 32), self.plain_kernel)
+        sw = lambda i, name: (k(kernel_symbol(i + 1, name, True), 32) if i > 0 and self.sync_warp_used
+                              else k(kernel_symbol(i + 1, name)))
         self.kernels = {label: [sw(i, name) for i in range(self.n)] for label, name, _ in policies}
         if self.kernels and self.occupancy_ok_without_ordering():
             # W may run: all its blocks must be resident at once (driver.max_shared_carveout)
@@ -102,16 +308,14 @@ class ConvChain:
                 driver.block_smem(self.plain_kernel))
             # room for a padded block beside a producer block (implicit GeMM: cp.async, no use for L1)
             driver.max_shared_carveout([self.plain_kernel] + [k for ks in self.kernels.values() for k in ks])
+        from cusyncgen.cuda.stages import Stage
         self.plain_stages = [Stage(f"conv{i + 1}", i, 0, splits=self.splits) for i in range(self.n)]
         for label, _, sems in policies:
             stages = [Stage(f"conv{i + 1}", i, sems[i], splits=self.splits) for i in range(self.n)]
             for i in range(1, self.n):
                 stages[i].depends_on(stages[i - 1], 0, f"conv{i}")
             self._stages[label] = stages
-        lo, hi = driver.stream_priority_range()
-        # Earlier Conv2Ds get higher priority (numerically lower), so their blocks dispatch first.
-        self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(lo, hi + i)) for i in range(self.n)]
-        self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(self.n + 1)]
+        self.chain = Chain(self.n, self.module.kernel(WAIT_KERNEL, 1))
 
     @property
     def policy_names(self) -> list[str]:
@@ -155,20 +359,11 @@ class ConvChain:
         return driver.resident_at_once([(self.blocks, driver.max_active_blocks(k)) for k in ks])
 
     def configs(self) -> list[Config]:
-        out = [STREAM_SYNC, PDL_ALONE]
-        # W with sync warps in a chain of more than 2 hung under CUDA-graph replay on the H200
-        # (vgg19-L3 batch 4, Conv2DTileSync+WT) until every kernel asked for the largest shared
-        # memory carveout (__post_init__).
-        w_ok = self.occupancy_ok_without_ordering()
-        for p in self.policy_names:
-            for reorder in (False, True):
-                out.append(Config(p, "waitkernel", True, reorder))
-                out.append(Config(p, "waitkernel", False, reorder))
-                out.append(Config(p, "pdl", True, reorder))
-                out.append(Config(p, "pdl", False, reorder))
-                if w_ok:
-                    out.append(Config(p, "none", False, reorder))
-        return out
+        """StreamSync, PDL alone, every policy x {wait-kernel, PDL} x {R} x {T}, W where it may run.
+        (W with sync warps in a chain of more than 2 hung under CUDA-graph replay on the H200
+        (vgg19-L3 batch 4, Conv2DTileSync+WT) until every kernel asked for the largest shared
+        memory carveout: __post_init__.)"""
+        return policy_configs(self.policy_names, self.orderings, self.occupancy_ok_without_ordering())
 
     def _args(self, i, x, ws, bs, ys, flags):
         L = self.layer
@@ -177,51 +372,22 @@ class ConvChain:
                         B=self.batch, P=L.P, Q=L.Q, C=L.C, K=L.C, flags=flags,
                         ws=self.workspaces[i].data.ptr, counters=self.counters[i].data.ptr)
 
-    def run(self, main: cupy.cuda.Stream, cfg: Config, x, ws, bs, ys, wait_input: bool = True) -> None:
-        """One chain under `cfg`. wait_input=False drops the waits (tests: a race must be caught)."""
+    def run(self, main, cfg: Config, x, ws, bs, ys, wait_input: bool = True, conv_flags: int | None = None) -> None:
+        """One chain under `cfg`. wait_input=False drops the waits (tests: a race must be caught).
+        conv_flags: ConvArgs.flags of every Conv2D after the first instead of those of `cfg`
+        (WAIT_INPUT, and REORDER with R; cuda.conv_costs runs the policy's kernels with others)."""
         n, g = self.n, self.grid
         if cfg.policy is None:
-            k = self.plain_kernel
-            for i in range(n):
-                a = self._args(i, x, ws, bs, ys, 0)
-                if cfg.ordering == "stream":
-                    k.launch(g, [a, self.plain_stages[i].args()], main)
-                else:  # PDL alone: each Conv2D waits for the whole previous grid (griddepcontrol.wait)
-                    sa = self.plain_stages[i].args(pdl_trigger=i < n - 1, pdl_wait=i > 0)
-                    k.launch(g, [a, sa], main, pdl=i > 0, smem=self.spread_smem.get(k.name) if i > 0 else None)
-            return
-        flag = (WAIT_INPUT if wait_input else 0) | (REORDER if cfg.reorder else 0)
-        if cfg.ordering == "pdl":
-            self.run_on_one_stream(main, cfg.policy, x, ws, bs, ys, flag, cfg.custom_order, pdl=True)
-            return
-        ks, stages = self.kernels[cfg.policy], self._stages[cfg.policy]
-        args = [self._args(i, x, ws, bs, ys, flag if i > 0 else 0) for i in range(n)]
-        pad = [self.spread_smem.get(ks[i].name) if i > 0 and cfg.ordering != "none" else None for i in range(n)]
-        fork, joins = self._events[0], self._events[1:]
-        fork.record(main)
-        for s in self.streams:
-            s.wait_event(fork)
-        tiles = ctypes.c_ulonglong(self.blocks)
-        for i in range(n):
-            s = self.streams[i]
-            if i > 0 and cfg.ordering == "waitkernel":
-                self.wait_kernel.launch((1, 1, 1), [stages[i - 1].ticket, stages[i].ticket, tiles, tiles], s)
-            ks[i].launch(g, [args[i], stages[i].args(cfg.custom_order)], s, smem=pad[i])
-        for s, e in zip(self.streams, joins):
-            e.record(s)
-            main.wait_event(e)
+            ks, stages, flags = [self.plain_kernel] * n, self.plain_stages, 0
+        else:
+            ks, stages = self.kernels[cfg.policy], self._stages[cfg.policy]
+            flags = ((WAIT_INPUT if wait_input else 0) | (REORDER if cfg.reorder else 0)) if conv_flags is None else conv_flags
 
-    def run_on_one_stream(self, main: cupy.cuda.Stream, policy: str, x, ws, bs, ys, flags: int, custom_order: bool,
-                          pdl: bool) -> None:
-        """The policy's kernels on `main`: PDL-launched (the 'pdl' ordering) or, pdl=False, in plain
-        stream order (cuda.conv_costs: what posting and waiting cost with nothing to overlap). flags
-        (WAIT_INPUT, REORDER) go to every Conv2D after the first."""
-        ks, stages, n = self.kernels[policy], self._stages[policy], self.n
-        for i in range(n):
-            a = self._args(i, x, ws, bs, ys, flags if i > 0 else 0)
-            pad = self.spread_smem.get(ks[i].name) if pdl and i > 0 else None
-            ks[i].launch(self.grid, [a, stages[i].args(custom_order, pdl_trigger=pdl and i < n - 1)], main, pdl=pdl and i > 0,
-                         smem=pad)
+        def link(i):
+            a, k = self._args(i, x, ws, bs, ys, flags if i > 0 else 0), ks[i]
+            return Link(stages[i], lambda s, sa, step: k.launch(
+                g, [a, sa], s, pdl=step.pdl, smem=self.spread_smem.get(k.name) if step.early else None), self.blocks)
+        self.chain.run(main, cfg, [link(i) for i in range(n)])
 
     def check_stages(self) -> None:
         for stages in list(self._stages.values()) + [self.plain_stages]:
@@ -292,7 +458,8 @@ def _time_chain(chain: ConvChain, cfgs, suffix: str, sets, outs, refs, stream, i
         if i == len(cfgs):
             timing.settle_baseline(rows, t, err < TOL)
             return rows
-        rows.append({"model": chain.label, "M": chain.batch, "config": cfg.name + suffix, "time_us": round(t, 2),
+        rows.append({"model": chain.label, "M": chain.batch, "config": cfg.name + suffix, "kernel": chain.kernel,
+                     "time_us": round(t, 2),
                      "correct": err < TOL, "rel_err": err, "tiles": chain.tiles.label, "grid": list(chain.grid[:2]),
                      "splits": chain.splits, "sync_warp": chain.sync_warp_used, "spread": bool(chain.spread_smem)})
     return rows
@@ -302,10 +469,9 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
                   sync_warp: bool | None = None, spread: bool | None = None, tiles: Tiles | None = None) -> list[dict]:
     """Rows of one (model, layer, batch): every configuration on the chain without split-K (the
     paper's comparison: StreamSync and the policies on the same kernels), then, where the layer
-    gets split-K (modules_conv.splits, not with a sync warp), every configuration again on the
+    gets split-K (splits(), not with a sync warp), every configuration again on the
     split chain (names + SPLIT_K), then cuDNN. speedup_vs_streamsync is over StreamSync without split-K."""
     from cusyncgen.cuda import baselines
-    import torch
     opts = {} if spread is None else {"spread": spread}
     chain = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp, splits=1, **opts)
     sets = [chain.buffers(seed=seed + s) for s in range(3)]
@@ -313,7 +479,7 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
     x, ws, bs = sets[0]
     refs = chain.reference(x, ws, bs)
     rows = _time_chain(chain, list(configs or chain.configs()), "", sets, outs, refs, stream, iters)
-    n = 1 if sync_warp else auto_splits(chain.layer, batch, chain.tiles, driver.sm_count())
+    n = 1 if sync_warp else splits(chain.layer, batch, chain.tiles, driver.sm_count())
     if n > 1:
         split = ConvChain(model, layer, batch, tiles=tiles, sync_warp=sync_warp, splits=n, **opts)
         rows += _time_chain(split, list(configs or split.configs()), SPLIT_K, sets, outs, refs, stream, iters)
@@ -329,7 +495,7 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
     return rows
 
 
-def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_warp: bool | None = None,
+def bench(models=None, sizes=None, iters: int = 30, progress: bool = True, sync_warp: bool | None = None,
           spread: bool | None = None, tiles: str | None = None) -> dict:
     """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph).
     tiles: a Tiles label for every chain instead of each layer's default (the tuner's other shape)."""
@@ -338,7 +504,7 @@ def bench(models=None, sweep=None, iters: int = 30, progress: bool = True, sync_
         models = models.split(",")
     stream = cupy.cuda.Stream(non_blocking=True)
     rows = []
-    work = bench_points(models, sweep or BATCHES)
+    work = bench_points(models, sizes or BATCHES)
     for i, (m, layer, b) in enumerate(work):
         t0 = time.time()
         point = measure_point(m, layer, b, iters, stream, seed=1000 * i, sync_warp=sync_warp, spread=spread,

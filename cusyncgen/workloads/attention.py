@@ -1,5 +1,5 @@
-"""The paper's Attention (Figure 2b) on the GPU: five dependent kernels synchronized by the
-policies cusyncgen generates from examples/attention_gpt3.dep and attention_llama.dep.
+"""The paper's Attention (Figure 2b): five dependent kernels synchronized by the policies
+cusyncgen generates from examples/attention_gpt3.dep and attention_llama.dep.
 
     g1  XQKV = X Wqkv^T                 QKV GeMM (gemm.cuh), written into the KV cache rows
     gP  P = Q_h [CachedK, XK]_h^T        per head and request (gemm.cuh through PStage)
@@ -11,24 +11,297 @@ policies cusyncgen generates from examples/attention_gpt3.dep and attention_llam
     att = Attention(Shape("llama", B=4, S=1, Sp=1024)) # token generation with 1024 cached tokens
     bufs = att.buffers(seed=0); att.poison(bufs); att.run(stream, Config("TileSync", "pdl"), bufs)
     errs = att.check(bufs)                              # every kernel against float32 math
+
+One module per shape (templates/modules/attention.cu.j2; pure text, prebuilt without a GPU); each
+kernel is compiled once, with a stage that selects one of the generated CuStage types at launch
+(`which`), so adding a policy combination adds no GeMM.
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import sys
 import time
+from dataclasses import dataclass
 
-import cupy
-import torch
+import cusyncgen
+from cusyncgen.cuda import build, timing
+from cusyncgen.cuda.abi import AttnGeo, GemmArgs, SoftmaxArgs, StageArgs, TimelineStageArgs
+from cusyncgen.cuda.chain import Chain, Link
+from cusyncgen.cuda.configs import SM80_ORDERINGS, Config, Ordering, policy_configs
+from cusyncgen.cuda.lazy import cupy, driver, torch
+from cusyncgen.workloads.kernels import (KERNEL_FAMILY, WAIT_KERNEL, GemmConfig, KernelVariant, StageType, examples_dir,
+                                         source)
 
-from cusyncgen.cuda import build, driver, timing
-from cusyncgen.cuda.chain import PDL_ALONE, STREAM_SYNC, Config
-from cusyncgen.cuda.modules_attention import (DH, TILE_K, Shape, bench_shapes, compile_dep, configs, module_source,
-                                              num_sems, role_index)
-from cusyncgen.cuda.stages import Stage
+DH = 128          # head dimension (GPT-3 and LLaMA-65B)
+SOFTMAX_THREADS = 1024  # softmax.cuh: one warp per row at a time, 32 rows in flight per block
+TILE_K = 128      # key tile of the P GeMM (its BN): P and R rows are padded to a multiple of it
+RV_SPLIT_KEYS = 256  # token generation: keys per block of T = R V (Shape.splits)
+MODELS = {"gpt3": 12288, "llama": 8192}
 
-ORDER = ("g1", "gP", "gR", "gT", "g2")
+# Policy combinations: per dependency of the chain, the generated policy it uses.
+#   (g1 -> gP and gT: the semaphores of the QKV GeMM, depQK's policy; gP -> gR: depPR;
+#    gR -> gT: depTR1; gT -> g2: depT2).  The QKV GeMM posts one semaphore array that both of its
+#   consumers read, so gT waits on the V tiles through the same policy as gP on Q and K.
+POLICY_CONFIGS = {
+    "TileSync": ("TileSync", "TileSync", "TileSync", "TileSync"),
+    "RowSync": ("RowSync", "RowSync", "TileSync", "GroupSync_xtile_ytile_zall"),
+    "TileSync+RowSync+TileSync": ("TileSync", "RowSync", "TileSync", "TileSync"),
+    "StridedSync+RowSync+TileSync": ("StridedSync", "RowSync", "TileSync", "TileSync"),
+}
+DEPS = ("depQK", "depPR", "depTR1", "depT2")
+
+PROMPT_S = (512, 1024, 2048)
+GEN_B = (1, 4)
+GEN_SP = (512, 1024, 2048)
+TEST_SHAPES = (("gpt3", 1, 320, 0), ("llama", 1, 512, 0), ("gpt3", 3, 1, 700), ("llama", 2, 1, 512),
+               ("gpt3", 1, 320, 0, True), ("llama", 1, 300, 0, True))
+
+
+@dataclass(frozen=True)
+class Shape:
+    model: str
+    B: int
+    S: int
+    Sp: int = 0
+    # prompts: a causal mask (query row r reads keys <= r; the .dep's Causal = 1: the softmax and R.V
+    # of a row tile wait only for the rows up to it, and P's tiles past the diagonal are skipped)
+    causal: bool = False
+    # prompts: the GeMMs on 128x128x64 tiles of 8 warps (one block per SM) instead of 128x128x32 of
+    # 4 (the tuner's other tile shape: `cusyncgen bench attention --tiles wide`)
+    wide: bool = False
+
+    def __post_init__(self):
+        if not (self.B == 1 or self.S == 1):
+            raise ValueError("the .dep files cover prompt processing (B = 1) and generation (S = 1)")
+        if self.wide and not self.prompt:
+            raise ValueError("wide tiles are a prompt-processing option")
+        if self.causal and not (self.prompt and self.Sp == 0):
+            raise ValueError("the causal mask is for prompt processing without cached tokens (Sp = 0)")
+
+    @property
+    def H(self) -> int:
+        return MODELS[self.model]
+
+    @property
+    def D(self) -> int:
+        return self.H // 8
+
+    @property
+    def NH(self) -> int:
+        return self.D // DH
+
+    @property
+    def prompt(self) -> bool:
+        return self.S > 1
+
+    @property
+    def L(self) -> int:
+        return self.Sp + self.S
+
+    @property
+    def Npad(self) -> int:
+        return -(-self.L // TILE_K) * TILE_K
+
+    @property
+    def tile_m(self) -> int:
+        return 128 if self.prompt else 64
+
+    @property
+    def M(self) -> int:
+        """Rows of the QKV and output GeMMs (tokens)."""
+        return self.B * self.S
+
+    @property
+    def label(self) -> str:
+        if self.prompt:
+            return f"{self.model}-prompt" + ("-causal" if self.causal else "")
+        return f"{self.model}-gen-S'{self.Sp}"
+
+    @property
+    def size(self) -> int:
+        """The swept size of the benchmark: B*S in prompt processing, B in generation."""
+        return self.M
+
+    @property
+    def name(self) -> str:
+        return (f"attn_{self.model}_B{self.B}_S{self.S}_Sp{self.Sp}" + ("_causal" if self.causal else "")
+                + ("_wide" if self.wide else ""))
+
+    @property
+    def tiles_label(self) -> str:
+        return "wide" if self.wide else "default"
+
+    @property
+    def gemm_tile(self) -> tuple[int, int, int, int, int, int]:
+        """(BM, BN, BK, stages, warps_m, warps_n) of the chain's GeMMs (gemm.cuh's GemmConfig)."""
+        if self.wide:
+            return 128, 128, 64, 3, 2, 4
+        return (128, 128, 32, 4, 2, 2) if self.prompt else (64, 128, 64, 4, 2, 2)
+
+    def gemm_cfg(self, reorder: bool = False, sync_warp: bool = False, split: bool = False) -> GemmConfig:
+        """split: the GeMM honours its stage's splits() (gemm.cuh SplitK; token generation only)."""
+        return GemmConfig(self.gemm_tile, "cusync_kernels::EpiIdentity", 0, reorder, DH, sync_warp,
+                          split and not self.prompt)
+
+    @property
+    def gemm_threads(self) -> int:
+        _, _, _, _, wm, wn = self.gemm_tile
+        return wm * wn * 32
+
+    @property
+    def gemm_smem(self) -> int:
+        bm, bn, bk, stages, _, _ = self.gemm_tile
+        return stages * (bm * bk + bn * bk) * 2
+
+    def splits(self, sms: int) -> dict[str, int]:
+        """Blocks per tile (split-K, kernels/splitk.cuh) of the QKV GeMM (g1), T = R V (gT) and
+        the output GeMM (g2). 1 in prompt processing. In token generation their grids have one
+        block per head (x3 for QKV), per head and request (R V) or per 128 output columns, and
+        long K loops (H = 12288 for QKV, S' keys for R V, D for the output GeMM): each tile's K
+        range is shared by enough blocks to fill `sms` SMs twice (the GeMMs, 98 KB of shared
+        memory: 2 per SM) or four times (R V), keeping at least 8 k-tiles (QKV, BK = 64), 4
+        k-tiles (two heads, output GeMM) or 256 keys (R V) per block."""
+        if self.prompt:
+            return {"g1": 1, "gT": 1, "g2": 1}
+        _, _, bk, _, _, _ = self.gemm_tile
+        qkv_tiles, rv_tiles, out_tiles = 3 * self.NH, self.B * self.NH, self.H // 128
+        qkv = max(1, min(2 * sms // qkv_tiles, self.H // bk // 8))
+        rv = max(1, min(-(-self.Npad // RV_SPLIT_KEYS), 4 * sms // rv_tiles))
+        out = max(1, min(2 * sms // out_tiles, self.D // bk // 4))
+        return {"g1": qkv, "gT": rv, "g2": out}
+
+    def grids(self, splits: dict[str, int] | None = None) -> dict[str, tuple[int, int, int]]:
+        """Launch grids; a split kernel's z extent is its tiles' z times its splits (stage.h)."""
+        sp = splits or {}
+        tm = self.tile_m
+        rows_p = -(-self.S // tm)
+        return {"g1": (3 * self.NH, -(-self.M // tm), sp.get("g1", 1)),
+                "gP": (self.Npad // TILE_K, rows_p, self.B * self.NH),
+                "gR": (1, rows_p, self.B * self.NH),
+                "gT": (1, rows_p, self.B * self.NH * sp.get("gT", 1)),
+                "g2": (self.H // 128, -(-self.M // tm), sp.get("g2", 1))}
+
+    def dep_params(self) -> dict[str, int]:
+        return {"H": self.H, "Dh": DH, "B": self.B, "S": self.S, "Sp": self.Sp,
+                "TileM": self.tile_m, "TileK": TILE_K, "TileN": 128, "Causal": int(self.causal)}
+
+
+def bench_shapes(models=None, wide: bool = False) -> list[Shape]:
+    """The benchmark's shapes; wide: the prompts alone, on the wide tiles."""
+    out = []
+    for m in models or MODELS:
+        out += [Shape(m, 1, s, 0, causal=c, wide=wide) for c in (False, True) for s in PROMPT_S]
+        if not wide:
+            out += [Shape(m, b, 1, sp) for sp in GEN_SP for b in GEN_B]
+    return out
+
+
+def compile_dep(shape: Shape):
+    ns = f"attention_{shape.model}"
+    return cusyncgen.compile(examples_dir() / f"attention_{shape.model}.dep", params=shape.dep_params(), name=ns), ns
+
+
+def _policy_names(compiled) -> dict[tuple[str, str], list[str]]:
+    out: dict = {}
+    for p in compiled.policies:
+        out.setdefault((p.dep, p.producer), []).append(p.name)
+    return out
+
+
+def configs(compiled) -> dict[str, tuple[str, str, str, str]]:
+    """The policy combinations whose every policy cusyncgen generated for this shape."""
+    have = _policy_names(compiled)
+    need = (("depQK", "g1"), ("depPR", "gP"), ("depTR1", "gR"), ("depT2", "gT"))
+    return {name: pols for name, pols in POLICY_CONFIGS.items()
+            if all(p in have.get(k, ()) for p, k in zip(pols, need))}
+
+
+def _config_stages(compiled, pols: tuple[str, str, str, str]) -> dict[str, StageType]:
+    """Per kernel role, the stage type of one policy combination, every policy's C++ struct as the
+    IR names it. gT's second input (the V tiles of the QKV GeMM) waits through depTR1's g1 policy
+    where the compiler generated one of that name, else through depQK's (the same map)."""
+    struct = {(p.dep, p.producer, p.name): p.struct_name for p in compiled.policies}
+    p1, p2, p3, p4 = pols
+    qk, pr, tr, t2 = (struct[("depQK", "g1", p1)], struct[("depPR", "gP", p2)], struct[("depTR1", "gR", p3)],
+                      struct[("depT2", "gT", p4)])
+    g1v = struct.get(("depTR1", "g1", p1), qk)
+    return {"qkv": StageType("g1", (qk,)), "pgemm": StageType("gP", (pr, qk)), "softmax": StageType("gR", (tr, pr)),
+            "rv": StageType("gT", (t2, tr, g1v)), "out": StageType("g2", (None, t2))}
+
+
+def role_types(shape: Shape, compiled) -> dict[str, list[StageType]]:
+    """Per kernel, the stage types its StageSwitch holds: index 0 the plain stage, then one per
+    distinct policy tuple the kernel needs (the order of role_index)."""
+    types = {r: [StageType(g)] for r, g in zip(ROLES, ORDER)}
+    for pols in configs(compiled).values():
+        for r, t in _config_stages(compiled, pols).items():
+            if t not in types[r]:
+                types[r].append(t)
+    return types
+
+
+def role_index(shape: Shape, compiled) -> dict[str | None, dict[str, int]]:
+    """config name (None: plain) -> kernel role -> `which`."""
+    types = role_types(shape, compiled)
+    out: dict = {None: {r: 0 for r in types}}
+    for name, pols in configs(compiled).items():
+        out[name] = {r: types[r].index(t) for r, t in _config_stages(compiled, pols).items()}
+    return out
+
+
+def num_sems(compiled, config: str | None) -> dict[str, int]:
+    """Semaphores each kernel posts under a policy combination."""
+    if config is None:
+        return {g: 0 for g in ("g1", "gP", "gR", "gT", "g2")}
+    p1, p2, p3, p4 = POLICY_CONFIGS[config]
+    by = {(p.dep, p.producer, p.name): p.num_sems for p in compiled.policies}
+    return {"g1": by[("depQK", "g1", p1)], "gP": by[("depPR", "gP", p2)], "gR": by[("depTR1", "gR", p3)],
+            "gT": by[("depT2", "gT", p4)], "g2": 0}
+
+
+# ---- kernel names: the module's writer and Attention's loader both ask these ----
+
+GEMM, SOFTMAX, RV = "CUSYNC_ATTN_GEMM", "CUSYNC_ATTN_SOFTMAX", "CUSYNC_ATTN_RV"  # kernels/attention.cuh
+ORDER = ("g1", "gP", "gR", "gT", "g2")            # the chain's grids
+ROLES = ("qkv", "pgemm", "softmax", "rv", "out")   # their kernels
+
+
+def kernel_symbol(role: str, reorder: bool = False, sync_warp: bool = False) -> str:
+    """The entry of a role's kernel; the output GeMM also with reordered loads, the waiting GeMMs
+    (pgemm, out) also with a sync warp."""
+    opts = ("R" if reorder else "") + ("S" if sync_warp else "")
+    return f"attn_{role}" + (f"_{opts}" if opts else "")
+
+
+def module_source(shape: Shape, debug: bool = False, timeline: bool = False) -> build.Source:
+    compiled, ns = compile_dep(shape)
+    types = role_types(shape, compiled)
+    sw = {r: f"Sw_{r}" for r in types}
+    gemm = lambda role, cfg, adapter, r=False, s=False: KernelVariant(kernel_symbol(role, r, s), GEMM, (cfg, sw[role], adapter))
+    # the QKV and output GeMMs split over K in token generation (Shape.splits; the P GeMM never)
+    configs = {"CfgG": shape.gemm_cfg(False), "CfgGK": shape.gemm_cfg(False, split=True),
+               "CfgGRK": shape.gemm_cfg(True, split=True), "CfgGS": shape.gemm_cfg(False, True),
+               "CfgGRS": shape.gemm_cfg(True, True)}
+    gemms = [gemm("qkv", "CfgGK", "QkvAd"), gemm("pgemm", "CfgG", "PAd"), gemm("out", "CfgGK", "OutAd"),
+             gemm("out", "CfgGRK", "OutAd", True)]
+    sync_warp_gemms = [gemm("pgemm", "CfgGS", "PAd", False, True), gemm("out", "CfgGS", "OutAd", False, True),
+                       gemm("out", "CfgGRS", "OutAd", True, True)]
+    others = [KernelVariant(kernel_symbol("softmax"), SOFTMAX,
+                            (str(shape.tile_m), str(SOFTMAX_THREADS), sw["softmax"], f"{ns}::depPR_gP_waits")),
+              KernelVariant(kernel_symbol("rv"), RV,
+                            (str(shape.tile_m), sw["rv"], f"{ns}::depTR1_gR_waits", f"{ns}::depTR1_g1_waits"))]
+    return source("attention.cu.j2", shape.name + ("_debug" if debug else "") + ("_timeline" if timeline else ""),
+                  ns, compiled.header, debug, timeline, switches=[(sw[r], ts) for r, ts in types.items()], sw=sw,
+                  configs=configs, gemms=gemms, sync_warp_gemms=sync_warp_gemms, others=others)
+
+
+def test_shapes() -> list[Shape]:
+    return [Shape(*s) for s in TEST_SHAPES]
+
+
+
+# ---- on the GPU ----
+
 DROPOUT = 0.1
 TOL_STAGE = 1e-2   # one kernel against float32 math on its own (fp16) inputs
 TOL_E2E = 2e-2     # the chain against float32 math from X
@@ -40,61 +313,9 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-class AttnGeo(ctypes.Structure):
-    _fields_ = [("cache", ctypes.c_void_p), ("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("T", ctypes.c_void_p)] + [
-        (n, ctypes.c_int) for n in ("B", "S", "Sp", "NH", "Dh", "ld3", "Npad", "ldT", "causal")] + [
-        ("rv_ws", ctypes.c_void_p), ("rv_counters", ctypes.c_void_p)]
-
-
-class SoftmaxArgs(ctypes.Structure):
-    _fields_ = [("P", ctypes.c_void_p), ("R", ctypes.c_void_p), ("M", ctypes.c_int), ("Npad", ctypes.c_int),
-                ("L", ctypes.c_int), ("scale", ctypes.c_float), ("drop_threshold", ctypes.c_uint32),
-                ("keep_scale", ctypes.c_float), ("seed", ctypes.c_uint32), ("causal", ctypes.c_int)]
-
-
-class MultiChain:
-    """Orderings of a chain of kernels (chain.Config names): StreamSync, PDL alone, and the tile
-    policies with the paper's wait-kernel (a stream per kernel, priorities falling along the
-    chain) or with PDL (one stream, each kernel PDL-launched)."""
-
-    def __init__(self, n: int, wait_kernel):
-        lo, hi = driver.stream_priority_range()
-        self.streams = [cupy.cuda.Stream(non_blocking=True, priority=min(hi + i, lo)) for i in range(n)]
-        self.wait_kernel = wait_kernel
-        self.fork = cupy.cuda.Event(disable_timing=True)
-        self.done = [cupy.cuda.Event(disable_timing=True) for _ in range(n)]
-
-    def run(self, main, cfg: Config, stages, launches, tiles) -> None:
-        n = len(stages)
-        if cfg.ordering == "stream":
-            for st, ln in zip(stages, launches):
-                ln(main, st.args(), False)
-            return
-        if cfg.ordering == "pdl_alone":
-            for i, (st, ln) in enumerate(zip(stages, launches)):
-                ln(main, st.args(pdl_trigger=True, pdl_wait=i > 0), i > 0)
-            return
-        if cfg.ordering == "pdl":
-            for i, (st, ln) in enumerate(zip(stages, launches)):
-                ln(main, st.args(cfg.custom_order, pdl_trigger=i < n - 1), i > 0)
-            return
-        assert cfg.ordering == "waitkernel", cfg.ordering
-        self.fork.record(main)
-        for i, (st, ln) in enumerate(zip(stages, launches)):
-            s = self.streams[i]
-            s.wait_event(self.fork)
-            if i > 0:
-                self.wait_kernel.launch((1, 1, 1), [stages[i - 1].ticket, st.ticket, ctypes.c_ulonglong(tiles[i - 1]),
-                                                    ctypes.c_ulonglong(tiles[i])], s)
-            ln(s, st.args(cfg.custom_order), False)
-            self.done[i].record(s)
-        for e in self.done:
-            main.wait_event(e)
-
-
 def _synced(name, launch):
-    def run(s, sa, pdl):
-        launch(s, sa, pdl)
+    def run(s, sa, step):
+        launch(s, sa, step)
         try:
             s.synchronize()
         except Exception as exc:
@@ -134,6 +355,38 @@ def rel(a: torch.Tensor, ref: torch.Tensor) -> float:
 class Attention:
     """All five kernels of one shape, every generated policy combination in one module."""
 
+    # the registry entry (cusyncgen.workloads.base.Workload)
+    name = "attention"
+    vendor = "cuBLAS"
+    kernel = KERNEL_FAMILY
+    orderings = SM80_ORDERINGS - {Ordering.NONE}   # W is not offered: five grids rarely fit at once
+    models = tuple(MODELS)
+    sizes = None   # per shape: B*S of the prompts, B in token generation (bench_shapes)
+    bench_options = ("sync_warp", "spread", "tiles")
+    tune_mode = "bench"
+
+    @classmethod
+    def sources(cls, sizes=None, tune: bool = False) -> list[build.Source]:
+        """Every module the benchmark (with tune also the prompts on wide tiles) and the GPU tests
+        (CUSYNC_DEBUG builds of TEST_SHAPES) load."""
+        shapes = bench_shapes() + (bench_shapes(wide=True) if tune else [])
+        shapes = [s for s in shapes if sizes is None or s.size in sizes]
+        return [module_source(s) for s in shapes] + [module_source(s, debug=True) for s in test_shapes()]
+
+    @classmethod
+    def bench(cls, models=None, sizes=None, iters: int = 30, **options) -> dict:
+        return bench(models, sizes, iters, **options)
+
+    @classmethod
+    def timelines(cls, model: str, sizes: str | None, configs: list[str], sync_warp: bool = True,
+                  spread: bool = False, no_spread: bool = False):
+        """(file stem, per-block timeline) of each B,S,Sp shape of `sizes` ("1,1024,0;4,1,512")."""
+        for spec in (sizes or "1,1024,0").split(";"):
+            B, S, Sp = (int(v) for v in spec.split(","))
+            yield (f"timeline-attn-{model}-B{B}-S{S}-Sp{Sp}" + ("" if sync_warp else "-nosyncwarp")
+                   + ("-nospread" if no_spread else ""),
+                   trace(model, B, S, Sp, configs, sync_warp=None if sync_warp else False, spread=not no_spread))
+
     sync_each = False  # diagnosis: StreamSync synchronizes after every kernel and names the one that faults
 
     def __init__(self, shape: Shape, debug: bool = False, arch: str | None = None, dropout: float = DROPOUT,
@@ -153,12 +406,15 @@ class Attention:
         self.compiled, self.ns = compile_dep(sh)
         self.timeline = timeline  # CUSYNC_TIMELINE build: every block's SM and times (cusyncgen.cuda.timeline)
         self.module = driver.Module(build.build(module_source(sh, debug, timeline), arch or driver.arch()))
+        self.module.check_abi(GemmArgs, AttnGeo, SoftmaxArgs, TimelineStageArgs if timeline else StageArgs)
         k = self.module.kernel
-        self.k = {"qkv": k("attn_qkv", sh.gemm_threads, sh.gemm_smem), "pgemm": k("attn_pgemm", sh.gemm_threads, sh.gemm_smem),
-                  "softmax": k("attn_softmax", self.module.constant_int("attn_softmax_threads")), "rv": k("attn_rv", 256),
-               "out": k("attn_out", sh.gemm_threads, sh.gemm_smem), "out_R": k("attn_out_R", sh.gemm_threads, sh.gemm_smem)}
-        self.chain = MultiChain(5, k("cusync_wait_kernel", 1))
-        self.index = role_index(sh, self.compiled, self.ns)
+        gemm = lambda role, r=False: k(kernel_symbol(role, r), sh.gemm_threads, sh.gemm_smem)
+        softmax = kernel_symbol("softmax")
+        self.k = {"qkv": gemm("qkv"), "pgemm": gemm("pgemm"),
+                  "softmax": k(softmax, self.module.constant_int(f"{softmax}_threads")), "rv": k(kernel_symbol("rv"), 256),
+                  "out": gemm("out"), "out_R": gemm("out", True)}
+        self.chain = Chain(len(ORDER), k(WAIT_KERNEL, 1))
+        self.index = role_index(sh, self.compiled)
         self.policy_names = list(configs(self.compiled))
         # token generation: the QKV GeMM, R V and the output GeMM split over K (kernels/splitk.cuh);
         # their fp32 partials (tile_m x 128 per tile and split) and arrival counters (zeroed once:
@@ -178,14 +434,14 @@ class Attention:
         self.sync_warp_used = {}
         self.k_sync = {}
         for role, grid in (("pgemm", "gP"), ("out", "g2")):
-            ks = k(f"attn_{role}_S", sh.gemm_threads + 32, sh.gemm_smem)
+            ks = k(kernel_symbol(role, False, True), sh.gemm_threads + 32, sh.gemm_smem)
             use = sync_warp if sync_warp is not None else driver.sync_warp_pays(
                 math.prod(self.grids[grid]), ks, self.k[role])
             use = use and self.splits.get(grid, 1) == 1  # gemm.cuh's split-K has no sync warp
             self.sync_warp_used[role] = bool(use)
             self.k_sync[role] = ks if use else self.k[role]
             if role == "out":
-                self.k_sync["out_R"] = k("attn_out_RS", sh.gemm_threads + 32, sh.gemm_smem) if use else self.k["out_R"]
+                self.k_sync["out_R"] = k(kernel_symbol("out", True, True), sh.gemm_threads + 32, sh.gemm_smem) if use else self.k["out_R"]
         # Early-launched kernels of at most two waves' blocks: padded to as many blocks per SM as
         # stream order would give each SM (1 or 2; kernel name -> bytes).
         self.spread_smem: dict[str, int] = {}
@@ -206,6 +462,7 @@ class Attention:
             self._stages[name] = self._make_stages(name)
 
     def _make_stages(self, config):
+        from cusyncgen.cuda.stages import Stage
         sems = num_sems(self.compiled, config)
         st = [Stage(g, i, sems[g], timeline_blocks=self.tiles[i] if self.timeline else 0, splits=self.splits.get(g, 1))
               for i, g in enumerate(ORDER)]
@@ -217,7 +474,6 @@ class Attention:
         return st
 
     def policies_of(self, config: str) -> dict:
-        from cusyncgen.cuda.modules_attention import DEPS, POLICY_CONFIGS
         return dict(zip(DEPS, POLICY_CONFIGS[config]))
 
     # ---- buffers
@@ -267,13 +523,13 @@ class Attention:
         ld3 = 3 * sh.D
         geo = self.geometry(b)
         ws, cnt = self.workspace["g1"]
-        a_qkv = driver.GemmArgs(A=_ptr(b["x"]), B=_ptr(b["wqkv"]), C=_ptr(b["cache"], sh.Sp * sh.B * ld3),
+        a_qkv = GemmArgs(A=_ptr(b["x"]), B=_ptr(b["wqkv"]), C=_ptr(b["cache"], sh.Sp * sh.B * ld3),
                                 M=sh.M, N=ld3, K=sh.H, lda=sh.H, ldb=sh.H, ldc=ld3, swiglu_offset=0,
                                 ws=_ptr(ws), counters=_ptr(cnt))
-        a_p = driver.GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=DH, lda=sh.B * ld3, ldb=sh.B * ld3,
+        a_p = GemmArgs(A=0, B=0, C=0, M=sh.S, N=sh.Npad, K=DH, lda=sh.B * ld3, ldb=sh.B * ld3,
                               ldc=sh.Npad, swiglu_offset=0)
         ws2, cnt2 = self.workspace["g2"]
-        a_out = driver.GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
+        a_out = GemmArgs(A=_ptr(b["T"]), B=_ptr(b["wo"]), C=_ptr(b["out"]), M=sh.M, N=sh.H, K=sh.D,
                                 lda=sh.D, ldb=sh.D, ldc=sh.H, swiglu_offset=0, ws=_ptr(ws2), counters=_ptr(cnt2))
         sm = SoftmaxArgs(_ptr(b["P"]), _ptr(b["R"]), sh.S, sh.Npad, sh.L, 1.0 / math.sqrt(DH),
                          int(self.dropout * 2 ** 32), 1.0 / (1.0 - self.dropout), b["seed"], int(sh.causal))
@@ -281,19 +537,18 @@ class Attention:
         ks = self.k if cfg.policy is None else {**self.k, **self.k_sync}
         kout = ks["out_R" if cfg.reorder else "out"]
         kp = ks["pgemm"]
-        pad = (lambda kern: None) if cfg.ordering == "stream" else (lambda kern: self.spread_smem.get(kern.name))
-        ksm, krv = self.k["softmax"], self.k["rv"]
+        pad = lambda kern, step: self.spread_smem.get(kern.name) if step.early else None
+        ksm, krv, kq = self.k["softmax"], self.k["rv"], self.k["qkv"]
         launches = [
-            lambda s, sa, pdl: self.k["qkv"].launch(G["g1"], [a_qkv, sa, which["qkv"], geo], s, pdl),
-            lambda s, sa, pdl: kp.launch(G["gP"], [a_p, sa, which["pgemm"], geo], s, pdl, pad(kp)),
-            lambda s, sa, pdl: ksm.launch(G["gR"], [sm, sa, which["softmax"]], s, pdl, pad(ksm)),
-            lambda s, sa, pdl: krv.launch(G["gT"], [geo, sa, which["rv"]], s, pdl, pad(krv)),
-            lambda s, sa, pdl: kout.launch(G["g2"], [a_out, sa, which["out"], geo], s, pdl, pad(kout)),
+            lambda s, sa, step: kq.launch(G["g1"], [a_qkv, sa, which["qkv"], geo], s, step.pdl),
+            lambda s, sa, step: kp.launch(G["gP"], [a_p, sa, which["pgemm"], geo], s, step.pdl, pad(kp, step)),
+            lambda s, sa, step: ksm.launch(G["gR"], [sm, sa, which["softmax"]], s, step.pdl, pad(ksm, step)),
+            lambda s, sa, step: krv.launch(G["gT"], [geo, sa, which["rv"]], s, step.pdl, pad(krv, step)),
+            lambda s, sa, step: kout.launch(G["g2"], [a_out, sa, which["out"], geo], s, step.pdl, pad(kout, step)),
         ]
-        if self.sync_each and cfg.ordering == "stream":
-            names = ("qkv", "pgemm", "softmax", "rv", "out")
-            launches = [_synced(n, ln) for n, ln in zip(names, launches)]
-        self.chain.run(stream, cfg, stages, launches, self.tiles)
+        if self.sync_each and cfg.ordering == Ordering.STREAM:
+            launches = [_synced(n, ln) for n, ln in zip(ROLES, launches)]
+        self.chain.run(stream, cfg, [Link(st, ln, t) for st, ln, t in zip(stages, launches, self.tiles)])
 
     def check_stages(self) -> None:
         for sts in self._stages.values():
@@ -301,13 +556,8 @@ class Attention:
                 st.raise_if_timed_out()
 
     def configs(self, reorder: bool = True) -> list[Config]:
-        out = [STREAM_SYNC, PDL_ALONE]
-        for p in self.policy_names:
-            for ordering in ("waitkernel", "pdl"):
-                for r in ((False, True) if reorder else (False,)):
-                    out.append(Config(p, ordering, True, r))
-                    out.append(Config(p, ordering, False, r))  # T: the launch's own block order
-        return out
+        """StreamSync, PDL alone, every policy combination x {wait-kernel, PDL} x {R} x {T}."""
+        return policy_configs(self.policy_names, self.orderings, reorder=(False, True) if reorder else (False,))
 
     # ---- float32 references
     def _qkv_views(self, cache: torch.Tensor):
@@ -447,7 +697,7 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
         if i == len(cfgs):
             base = timing.settle_baseline(rows, t, att.ok(errs))
             break
-        row = {"model": shape.label, "M": shape.size, "config": cfg.name, "time_us": round(t, 2),
+        row = {"model": shape.label, "M": shape.size, "config": cfg.name, "kernel": att.kernel, "time_us": round(t, 2),
                "correct": att.ok(errs), "rel_err": errs["chain"],
                "kernel_errs": {k: float(f"{v:.3g}") for k, v in errs.items()}, "B": shape.B, "S": shape.S, "Sp": shape.Sp,
                "tiles": shape.tiles_label}
@@ -488,7 +738,7 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
     return rows
 
 
-def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = None, spread: bool | None = None,
+def bench(models=None, sizes=None, iters: int = 30, sync_warp: bool | None = None, spread: bool | None = None,
           tiles: str | None = None) -> dict:
     """Every shape of the sweep (B*S for prompt processing, B for generation), every configuration.
     tiles="wide": the prompts alone, their GeMMs on 8-warp 128x128x64 tiles (the tuner's other shape)."""
@@ -496,7 +746,7 @@ def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = Non
     if tiles not in (None, "default", "wide"):
         raise ValueError(f"attention tiles are 'default' or 'wide', not {tiles!r}")
     models = models.split(",") if isinstance(models, str) else models
-    shapes = [s for s in bench_shapes(models, wide=tiles == "wide") if sweep is None or s.size in sweep]
+    shapes = [s for s in bench_shapes(models, wide=tiles == "wide") if sizes is None or s.size in sizes]
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream(non_blocking=True)
     rows, sdpa = [], []
@@ -530,6 +780,41 @@ def bench(models=None, sweep=None, iters: int = 30, sync_warp: bool | None = Non
                      "with B = 1; generation rows: M = B, S = 1, S' in the model name."}
 
 
+def trace(model: str, B: int, S: int, Sp: int, configs: list[str], runs: int = 5,
+          sync_warp: bool | None = None, spread: bool = True) -> dict:
+    """Per-block timelines of the five kernels of one shape (a CUSYNC_TIMELINE build,
+    cusyncgen.cuda.timeline), each configuration recorded from one CUDA-graph replay."""
+    from cusyncgen.cuda.timeline import block_records, summarize
+
+    att = Attention(Shape(model, B, S, Sp), timeline=True, sync_warp=sync_warp, spread=spread)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = {"model": att.shape.label, "M": att.shape.size, "tiles": "default",
+           "sync_warp": [r for r, used in att.sync_warp_used.items() if used], "configs": {}}
+    bufs = att.buffers(seed=0)
+    for name in configs:
+        cfg = Config.parse(name)
+        if cfg.policy not in (None, *att.policy_names):
+            continue
+        for _ in range(runs):
+            att.run(stream, cfg, bufs)
+        stream.synchronize()
+        errs = att.check(bufs)
+        # the recorded launch: one CUDA-graph replay (no host launch gaps between the kernels), the
+        # records cleared first (a split-K block that does not post its tile writes none)
+        graph = timing.capture(lambda s: att.run(s, cfg, bufs), stream)
+        for _ in range(runs):
+            graph.launch(stream)
+        with stream:
+            for st in att._stages[cfg.policy]:
+                st.timeline.fill(0)
+        stream.synchronize()
+        graph.launch(stream)
+        stream.synchronize()
+        stages = {st.name: block_records(st) for st in att._stages[cfg.policy]}
+        out["configs"][name] = {"summary": summarize(stages), "rel_err": errs["chain"], "blocks": stages}
+    return out
+
+
 def _diagnose_one(model: str, B: int, S: int, Sp: int, debug: bool) -> None:
     """One shape in this process: StreamSync kernel by kernel, then every configuration."""
     att = Attention(Shape(model, B, S, Sp), debug=debug)
@@ -550,12 +835,11 @@ def diagnose(shapes=None) -> int:
     """Each test shape, release and CUSYNC_DEBUG builds, in its own process (a fault that kills
     the CUDA context shows which shape, build, configuration and kernel it came from)."""
     import subprocess
-    from cusyncgen.cuda.modules_attention import TEST_SHAPES
     bad = 0
     for shape in shapes or TEST_SHAPES:
         for debug in (False, True):
             print(f"{shape} debug={debug}", flush=True)
-            code = f"from cusyncgen.cuda.attention import _diagnose_one; _diagnose_one(*{tuple(shape)!r}, {debug})"
+            code = f"from cusyncgen.workloads.attention import _diagnose_one; _diagnose_one(*{tuple(shape)!r}, {debug})"
             rc = subprocess.run([sys.executable, "-c", code], timeout=120).returncode
             bad += rc != 0
             if rc:
