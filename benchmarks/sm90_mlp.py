@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -182,6 +183,10 @@ def gemm_variants(configs, stock_configs, M, N, K):
     return out
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="gpt3,llama-ep")
@@ -217,197 +222,203 @@ def main(argv=None) -> int:
     rows, gemm_rows, failures = [], [], []
     t_start = time.time()
 
-    for model_name in a.models.split(","):
-        model = sm90.MODELS[model_name]
-        Mmax = max(Ms + stress_Ms)
-        buf = Buffers(model, Mmax, seed=1234)
-        g2s = a.grouped2.split(",")
-        runners = {}
-        broken = set()  # variants that failed a check: neither stressed nor timed
+    # timeout(1) sends SIGTERM: write what was measured so far
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        for model_name in a.models.split(","):
+            model = sm90.MODELS[model_name]
+            Mmax = max(Ms + stress_Ms)
+            buf = Buffers(model, Mmax, seed=1234)
+            g2s = a.grouped2.split(",")
+            runners = {}
+            broken = set()  # variants that failed a check: neither stressed nor timed
 
-        def runner(M, c, o, p, sp, g2):
-            key = (M, c, o, p, sp, g2)
-            if key not in runners:
-                runners[key] = sm90.MlpRunner(model_name, M, o, p, c, buf.Xs.data_ptr(), buf.W1.data_ptr(),
-                                              buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
-                                              timeout_ns=timeout_ns, splits=sp, grouped2=g2)
-            return runners[key]
+            def runner(M, c, o, p, sp, g2):
+                key = (M, c, o, p, sp, g2)
+                if key not in runners:
+                    runners[key] = sm90.MlpRunner(model_name, M, o, p, c, buf.Xs.data_ptr(), buf.W1.data_ptr(),
+                                                  buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
+                                                  timeout_ns=timeout_ns, splits=sp, grouped2=g2)
+                return runners[key]
 
-        # ---- (a) correctness
-        for M in Ms:
-            buf.Xs[:M].copy_(buf.X[:M])
-            Yref, Zref = buf.reference(buf.Xs[:M])
-            for v in variants(configs, orderings, policies, model, M, g2s):
-                c, o, p, sp, g2 = v
-                label = f"{model_name} M={M} {c} {o} {p or ''} {sp}{' G2' if g2 else ''}"
-                try:
-                    r = runner(M, *v)
-                    buf.Y.fill_(float("nan"))
-                    buf.Z.fill_(float("nan"))
-                    r.launch(stream_handle())
-                    torch.cuda.synchronize()
-                    r.check_debug()
-                    ey, ez = rel_err(buf.Y[:M], Yref), rel_err(buf.Z[:M], Zref)
-                    ok = ey < 1e-2 and ez < 1e-2
-                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "once",
-                                 "rel_err_y": ey, "rel_err": ez, "ok": ok})
-                    log(f"check {label}: rel err Y {ey:.2e} Z {ez:.2e} {'ok' if ok else 'FAIL'}")
-                    if not ok:
-                        failures.append(label)
-                        broken.add((M, v))
-                except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
-                    failures.append(label)
-                    broken.add((M, v))
-                    log(f"check {label}: ERROR {e}")
-                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
-                                 "check": "once", "ok": False, "error": str(e)})
-                    if "illegal" in str(e) or "launch failure" in str(e):
-                        log(traceback.format_exc())
-                        return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
-
-        # ---- stress: alternating inputs checked every time, back-to-back launches, graph replays
-        for M in stress_Ms:
-            buf.Xs[:M].copy_(buf.X[:M])
-            _, Za = buf.reference(buf.X[:M])
-            _, Zb = buf.reference(buf.X2[:M])
-            scale = float(Za.pow(2).mean().sqrt())
-            for v in variants(configs, orderings, policies, model, M, g2s):
-                c, o, p, sp, g2 = v
-                # the synchronized orderings (the second GeMM's order changes nothing they synchronize)
-                if o not in ("pdl+policy", "chain") or g2 or (M, v) in broken:
-                    continue
-                label = f"stress {model_name} M={M} {c} {o} {p} {sp}{' G2' if g2 else ''}"
-                try:
-                    r = runner(M, *v)
-                    bad = torch.zeros((), dtype=torch.int64, device="cuda")
-
-                    def step(Xsrc, Zr):
-                        buf.Xs[:M].copy_(Xsrc)
-                        buf.Y.fill_(float("nan"))
-                        r.launch(stream_handle())
-                        d = (buf.Z[:M].float() - Zr).abs()
-                        bad.add_((~(d <= 0.03 * Zr.abs() + 0.03 * scale)).sum())
-
-                    t0 = time.time()
-                    for i in range(200):
-                        step(buf.X[:M], Za) if i % 2 == 0 else step(buf.X2[:M], Zb)
-                    torch.cuda.synchronize()
-                    r.check_debug()
-                    n_alt = int(bad.item())
-                    buf.Xs[:M].copy_(buf.X[:M])
-                    buf.Z.fill_(float("nan"))
-                    for _ in range(a.stress_launches):
-                        r.launch(stream_handle())
-                    torch.cuda.synchronize()
-                    r.check_debug()
-                    e_b2b = rel_err(buf.Z[:M], Za)
-                    g = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(g):
-                        step(buf.X[:M], Za)
-                        step(buf.X2[:M], Zb)
-                    bad.zero_()
-                    for _ in range(a.stress_replays):
-                        g.replay()
-                    torch.cuda.synchronize()
-                    r.check_debug()
-                    n_graph = int(bad.item())
-                    e_graph = rel_err(buf.Z[:M], Zb)
-                    del g
-                    ok = n_alt == 0 and n_graph == 0 and e_b2b < 1e-2 and e_graph < 1e-2
-                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "stress",
-                                 "bad_elements_alternating": n_alt, "bad_elements_graph": n_graph,
-                                 "rel_err_back_to_back": e_b2b, "rel_err_graph": e_graph, "ok": ok,
-                                 "launches": 200 + a.stress_launches + 2 * a.stress_replays})
-                    log(f"{label}: alternating bad {n_alt}, {a.stress_launches} back-to-back rel err {e_b2b:.2e}, "
-                        f"{a.stress_replays} graph replays bad {n_graph} rel err {e_graph:.2e} "
-                        f"{'ok' if ok else 'FAIL'} ({time.time() - t0:.1f} s)")
-                    if not ok:
-                        failures.append(label)
-                        broken.add((M, v))
-                except Exception as e:  # noqa: BLE001
-                    failures.append(label)
-                    broken.add((M, v))
-                    log(f"{label}: ERROR {e}")
-                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
-                                 "check": "stress", "ok": False, "error": str(e)})
-                    if "illegal" in str(e) or "launch failure" in str(e):
-                        return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
-
-        if a.no_timing:
-            continue
-        # ---- (b) timing: GeMMs alone, then the MLPs
-        (N1, K1), (N2, K2) = sm90.mlp_sizes(model)
-        buf.Y.normal_()  # the second GeMM's input when timed alone (not the poison)
-        for M in Ms:
-            buf.Xs[:M].copy_(buf.X[:M])
-            for gi, (N, K, A, B) in enumerate([(N1, K1, buf.Xs, buf.W1), (N2, K2, buf.Y, buf.W2)], start=1):
-                Gv = buf.G.view(-1)[: M * N].view(M, N)  # contiguous [M, N]
-                try:
-                    tc = graph_time(lambda: torch.matmul(A[:M], B.t(), out=Gv))
-                except Exception as e:  # noqa: BLE001
-                    log(f"gemm {model_name} M={M} gemm{gi} cuBLAS: ERROR {e}")
-                    continue
-                ref = torch.matmul(A[:M].float(), B.float().t())
-                for label, kind, c, order, S in gemm_variants(configs, stock_configs, M, N, K):
+            # ---- (a) correctness
+            for M in Ms:
+                buf.Xs[:M].copy_(buf.X[:M])
+                Yref, Zref = buf.reference(buf.Xs[:M])
+                for v in variants(configs, orderings, policies, model, M, g2s):
+                    c, o, p, sp, g2 = v
+                    label = f"{model_name} M={M} {c} {o} {p or ''} {sp}{' G2' if g2 else ''}"
                     try:
-                        if kind == "stock":
-                            def fn(c=c, cm=S):
-                                sm90.stock_gemm(c, cm, A.data_ptr(), B.data_ptr(), buf.G.data_ptr(), M, N, K,
-                                                stream=stream_handle())
-                            grid = 0
-                        else:
-                            od = gemm_order(c, M, N, K, order)
-                            plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), buf.G.data_ptr(), M, N, K,
-                                                                c, order=od, splits=S)])
-                            fn = (lambda plan=plan: plan.launch(stream_handle()))
-                            grid = plan.grid
-                        Gv.fill_(float("nan"))
-                        fn()
+                        r = runner(M, *v)
+                        buf.Y.fill_(float("nan"))
+                        buf.Z.fill_(float("nan"))
+                        r.launch(stream_handle())
                         torch.cuda.synchronize()
-                        e = rel_err(Gv, ref)
-                        t = graph_time(fn)
-                        ok = e < 1e-2
+                        r.check_debug()
+                        ey, ez = rel_err(buf.Y[:M], Yref), rel_err(buf.Z[:M], Zref)
+                        ok = ey < 1e-2 and ez < 1e-2
+                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "once",
+                                     "rel_err_y": ey, "rel_err": ez, "ok": ok})
+                        log(f"check {label}: rel err Y {ey:.2e} Z {ez:.2e} {'ok' if ok else 'FAIL'}")
                         if not ok:
-                            failures.append(f"gemm {model_name} M={M} gemm{gi} {label}")
-                        gemm_rows.append({"model": model_name, "M": M, "gemm": gi, "N": N, "K": K,
-                                          "kernel": "sm90" if kind == "sm90" else "stock-cutlass",
-                                          "config": label, "ours_us": t, "cublas_us": tc,
-                                          "ratio": tc / t, "rel_err": e, "grid": grid, "ok": ok})
-                        log(f"gemm {model_name} M={M} gemm{gi} {label}: {t:.1f} us, cuBLAS {tc:.1f} us, "
-                            f"{tc / t:.2f} of cuBLAS (rel err {e:.1e}, grid {grid}){'' if ok else ' FAIL'}")
+                            failures.append(label)
+                            broken.add((M, v))
+                    except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
+                        failures.append(label)
+                        broken.add((M, v))
+                        log(f"check {label}: ERROR {e}")
+                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
+                                     "check": "once", "ok": False, "error": str(e)})
+                        if "illegal" in str(e) or "launch failure" in str(e):
+                            log(traceback.format_exc())
+                            return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
+
+            # ---- stress: alternating inputs checked every time, back-to-back launches, graph replays
+            for M in stress_Ms:
+                buf.Xs[:M].copy_(buf.X[:M])
+                _, Za = buf.reference(buf.X[:M])
+                _, Zb = buf.reference(buf.X2[:M])
+                scale = float(Za.pow(2).mean().sqrt())
+                for v in variants(configs, orderings, policies, model, M, g2s):
+                    c, o, p, sp, g2 = v
+                    # the synchronized orderings (the second GeMM's order changes nothing they synchronize)
+                    if o not in ("pdl+policy", "chain") or g2 or (M, v) in broken:
+                        continue
+                    label = f"stress {model_name} M={M} {c} {o} {p} {sp}{' G2' if g2 else ''}"
+                    try:
+                        r = runner(M, *v)
+                        bad = torch.zeros((), dtype=torch.int64, device="cuda")
+
+                        def step(Xsrc, Zr):
+                            buf.Xs[:M].copy_(Xsrc)
+                            buf.Y.fill_(float("nan"))
+                            r.launch(stream_handle())
+                            d = (buf.Z[:M].float() - Zr).abs()
+                            bad.add_((~(d <= 0.03 * Zr.abs() + 0.03 * scale)).sum())
+
+                        t0 = time.time()
+                        for i in range(200):
+                            step(buf.X[:M], Za) if i % 2 == 0 else step(buf.X2[:M], Zb)
+                        torch.cuda.synchronize()
+                        r.check_debug()
+                        n_alt = int(bad.item())
+                        buf.Xs[:M].copy_(buf.X[:M])
+                        buf.Z.fill_(float("nan"))
+                        for _ in range(a.stress_launches):
+                            r.launch(stream_handle())
+                        torch.cuda.synchronize()
+                        r.check_debug()
+                        e_b2b = rel_err(buf.Z[:M], Za)
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g):
+                            step(buf.X[:M], Za)
+                            step(buf.X2[:M], Zb)
+                        bad.zero_()
+                        for _ in range(a.stress_replays):
+                            g.replay()
+                        torch.cuda.synchronize()
+                        r.check_debug()
+                        n_graph = int(bad.item())
+                        e_graph = rel_err(buf.Z[:M], Zb)
+                        del g
+                        ok = n_alt == 0 and n_graph == 0 and e_b2b < 1e-2 and e_graph < 1e-2
+                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "stress",
+                                     "bad_elements_alternating": n_alt, "bad_elements_graph": n_graph,
+                                     "rel_err_back_to_back": e_b2b, "rel_err_graph": e_graph, "ok": ok,
+                                     "launches": 200 + a.stress_launches + 2 * a.stress_replays})
+                        log(f"{label}: alternating bad {n_alt}, {a.stress_launches} back-to-back rel err {e_b2b:.2e}, "
+                            f"{a.stress_replays} graph replays bad {n_graph} rel err {e_graph:.2e} "
+                            f"{'ok' if ok else 'FAIL'} ({time.time() - t0:.1f} s)")
+                        if not ok:
+                            failures.append(label)
+                            broken.add((M, v))
                     except Exception as e:  # noqa: BLE001
-                        log(f"gemm {model_name} M={M} gemm{gi} {label}: ERROR {e}")
-                        failures.append(f"gemm {model_name} M={M} gemm{gi} {label}")
-        for M in Ms:
-            buf.Xs[:M].copy_(buf.X[:M])
-            try:
-                tcb = graph_time(lambda: buf.cublas(M))
-            except Exception as e:  # noqa: BLE001
-                log(f"mlp {model_name} M={M} cuBLAS: ERROR {e}")
-                tcb = float("nan")
-            fl = floor_us(model, M, bw)
-            rows.append({"model": model_name, "M": M, "kernel": "cublas", "config": "cuBLAS+graph", "us": tcb})
-            rows.append({"model": model_name, "M": M, "kernel": "floor", "config": "floor", "us": fl})
-            log(f"mlp {model_name} M={M}: cuBLAS+graph {tcb:.1f} us, floor {fl:.1f} us")
-            for v in variants(configs, orderings, policies, model, M, g2s):
-                c, o, p, sp, g2 = v
-                if (M, v) in broken:
-                    continue
+                        failures.append(label)
+                        broken.add((M, v))
+                        log(f"{label}: ERROR {e}")
+                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
+                                     "check": "stress", "ok": False, "error": str(e)})
+                        if "illegal" in str(e) or "launch failure" in str(e):
+                            return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
+
+            if a.no_timing:
+                continue
+            # ---- (b) timing: GeMMs alone, then the MLPs
+            (N1, K1), (N2, K2) = sm90.mlp_sizes(model)
+            buf.Y.normal_()  # the second GeMM's input when timed alone (not the poison)
+            for M in Ms:
+                buf.Xs[:M].copy_(buf.X[:M])
+                for gi, (N, K, A, B) in enumerate([(N1, K1, buf.Xs, buf.W1), (N2, K2, buf.Y, buf.W2)], start=1):
+                    Gv = buf.G.view(-1)[: M * N].view(M, N)  # contiguous [M, N]
+                    try:
+                        tc = graph_time(lambda: torch.matmul(A[:M], B.t(), out=Gv))
+                    except Exception as e:  # noqa: BLE001
+                        log(f"gemm {model_name} M={M} gemm{gi} cuBLAS: ERROR {e}")
+                        continue
+                    ref = torch.matmul(A[:M].float(), B.float().t())
+                    for label, kind, c, order, S in gemm_variants(configs, stock_configs, M, N, K):
+                        try:
+                            if kind == "stock":
+                                def fn(c=c, cm=S):
+                                    sm90.stock_gemm(c, cm, A.data_ptr(), B.data_ptr(), buf.G.data_ptr(), M, N, K,
+                                                    stream=stream_handle())
+                                grid = 0
+                            else:
+                                od = gemm_order(c, M, N, K, order)
+                                plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), buf.G.data_ptr(), M, N, K,
+                                                                    c, order=od, splits=S)])
+                                fn = (lambda plan=plan: plan.launch(stream_handle()))
+                                grid = plan.grid
+                            Gv.fill_(float("nan"))
+                            fn()
+                            torch.cuda.synchronize()
+                            e = rel_err(Gv, ref)
+                            t = graph_time(fn)
+                            ok = e < 1e-2
+                            if not ok:
+                                failures.append(f"gemm {model_name} M={M} gemm{gi} {label}")
+                            gemm_rows.append({"model": model_name, "M": M, "gemm": gi, "N": N, "K": K,
+                                              "kernel": "sm90" if kind == "sm90" else "stock-cutlass",
+                                              "config": label, "ours_us": t, "cublas_us": tc,
+                                              "ratio": tc / t, "rel_err": e, "grid": grid, "ok": ok})
+                            log(f"gemm {model_name} M={M} gemm{gi} {label}: {t:.1f} us, cuBLAS {tc:.1f} us, "
+                                f"{tc / t:.2f} of cuBLAS (rel err {e:.1e}, grid {grid}){'' if ok else ' FAIL'}")
+                        except Exception as e:  # noqa: BLE001
+                            log(f"gemm {model_name} M={M} gemm{gi} {label}: ERROR {e}")
+                            failures.append(f"gemm {model_name} M={M} gemm{gi} {label}")
+            for M in Ms:
+                buf.Xs[:M].copy_(buf.X[:M])
                 try:
-                    r = runner(M, *v)
-                    t = graph_time(lambda: r.launch(stream_handle()))
-                    torch.cuda.synchronize()
-                    r.check_debug()
-                    rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "us": t,
-                                 "vs_cublas": tcb / t, "vs_floor": fl / t})
-                    log(f"mlp {model_name} M={M} {r.name}: {t:.1f} us ({tcb / t:.2f}x cuBLAS+graph, "
-                        f"{fl / t:.2f} of floor)")
+                    tcb = graph_time(lambda: buf.cublas(M))
                 except Exception as e:  # noqa: BLE001
-                    log(f"mlp {model_name} M={M} {c} {o} {p} {sp} {g2}: ERROR {e}")
-                    failures.append(f"timing {model_name} M={M} {c} {o} {p} {sp} {g2}")
-        runners.clear()
-        del buf
-        torch.cuda.empty_cache()
+                    log(f"mlp {model_name} M={M} cuBLAS: ERROR {e}")
+                    tcb = float("nan")
+                fl = floor_us(model, M, bw)
+                rows.append({"model": model_name, "M": M, "kernel": "cublas", "config": "cuBLAS+graph", "us": tcb})
+                rows.append({"model": model_name, "M": M, "kernel": "floor", "config": "floor", "us": fl})
+                log(f"mlp {model_name} M={M}: cuBLAS+graph {tcb:.1f} us, floor {fl:.1f} us")
+                for v in variants(configs, orderings, policies, model, M, g2s):
+                    c, o, p, sp, g2 = v
+                    if (M, v) in broken:
+                        continue
+                    try:
+                        r = runner(M, *v)
+                        t = graph_time(lambda: r.launch(stream_handle()))
+                        torch.cuda.synchronize()
+                        r.check_debug()
+                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "us": t,
+                                     "vs_cublas": tcb / t, "vs_floor": fl / t})
+                        log(f"mlp {model_name} M={M} {r.name}: {t:.1f} us ({tcb / t:.2f}x cuBLAS+graph, "
+                            f"{fl / t:.2f} of floor)")
+                    except Exception as e:  # noqa: BLE001
+                        log(f"mlp {model_name} M={M} {c} {o} {p} {sp} {g2}: ERROR {e}")
+                        failures.append(f"timing {model_name} M={M} {c} {o} {p} {sp} {g2}")
+            runners.clear()
+            del buf
+            torch.cuda.empty_cache()
+    except KeyboardInterrupt:
+        log("interrupted: writing what was measured so far")
+        failures.append("interrupted")
     return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
 
 
