@@ -119,6 +119,19 @@ def test_mlp_splits():
     assert sm90.mlp_splits("gpt3", 64, "64x128x64", (3, 2)) == (3, 2)
 
 
+def test_config_names_and_cluster_grids():
+    assert sm90.tile_dims("64x128x64pp") == (64, 128, 64)
+    assert sm90.tile_dims("128x256x64c2") == (128, 256, 64)
+    assert (sm90.cluster_m("128x256x64c2"), sm90.cluster_m("128x256x64")) == (2, 1)
+    # 300 rows = 3 row blocks of 128: two cluster pairs (the second with a phantom row block)
+    assert sm90.order_grid("128x256x64c2", 300, 1024) == (4, 2)
+    assert sm90.order_grid("128x256x64", 300, 1024) == (4, 3)
+    d = sm90.cluster_order(sm90.row_major_order(4, 3), "128x256x64c2")
+    assert (d.extent[0], d.extent[1]) == (4, 2)
+    with pytest.raises(cusyncgen.errors.CusyncError, match="row blocks"):
+        sm90.cluster_order(sm90.order_desc(OrderIR("g", "y", 2, 3, (4, 6, 1))), "128x256x64c2")
+
+
 def test_wrong_tile_width_for_llama_ep_is_a_clear_error():
     with pytest.raises(cusyncgen.errors.CusyncError, match="128 wide"):
         sm90.dep_params(sm90.MODELS["llama-ep"], 256, "128x256x64")
