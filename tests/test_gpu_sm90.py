@@ -1,7 +1,9 @@
 """The synchronized sm90 GeMM and MLPs on a Hopper GPU: every ordering and policy of every tile
 config computes the float32 reference's result (fresh random inputs, outputs poisoned with NaN) at
-small sizes, M = 1 and an M that is a multiple of no tile; a GeMM alone per epilogue; and a short
-stress run (alternating inputs checked every launch, no reset). Needs torch with CUDA on an sm_90
+small sizes, M = 1 and an M that is a multiple of no tile, also with split-K and the second GeMM in
+the grouped order; a GeMM alone per epilogue, and with split-K and the grouped order (repeated
+launches and graph replays bit-identical); the stock CUTLASS reference kernels; and a short stress
+run (alternating inputs checked every launch, no reset). Needs torch with CUDA on an sm_90
 GPU and the library (built with nvcc here, or CUSYNC_SM90_LIB)."""
 import math
 
@@ -62,6 +64,55 @@ def test_gemm_alone_each_epilogue(epi):
         assert _rel(C, ref) < 1e-2, (c, epi)
 
 
+@pytest.mark.parametrize("config", ["128x128x64", "64x128x64", "64x128x64pp", "128x192x64", "256x128x64"])
+def test_gemm_alone_split_k_and_grouped_order(config):
+    """Split-K (the last split sums the partials and stores; the counters reset themselves, so
+    repeated launches and graph replays need no memset) and the grouped order compute the reference,
+    bit-identical from launch to launch (the split sum's order is fixed)."""
+    torch.manual_seed(1)
+    bm, bn, bk = sm90.tile_dims(config)
+    M, N, K = 300, 3 * bn * 2, 40 * bk
+    A = torch.randn(M, K, device="cuda").half()
+    B = (torch.randn(N, K, device="cuda") / K ** 0.5).half()
+    ref = A.float() @ B.float().t()
+    X, Y = N // bn, -(-M // bm)
+    s = torch.cuda.current_stream().cuda_stream
+    for order in (sm90.row_major_order(X, Y), sm90.grouped_order(X, Y, 3)):
+        for S in (1, 2, 3, 7):
+            C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
+            plan = sm90.Plan(config, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, config,
+                                                     order=order, splits=S)])
+            plan.launch(s)
+            torch.cuda.synchronize()
+            first = C.clone()
+            assert _rel(C, ref) < 1e-2, (config, S)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                plan.launch(s)
+            for _ in range(5):
+                C.fill_(float("nan"))
+                plan.launch(s)
+                g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(C, first), (config, S)
+
+
+def test_stock_reference_kernels():
+    torch.manual_seed(2)
+    M, N, K = 300, 512, 384
+    A = torch.randn(M, K, device="cuda").half()
+    B = (torch.randn(N, K, device="cuda") / K ** 0.5).half()
+    ref = A.float() @ B.float().t()
+    for c in sm90.library().stock_configs:
+        for cm in (1, 2):
+            for raster in sm90.RASTERS:
+                C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
+                sm90.stock_gemm(c, cm, A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, raster,
+                                stream=torch.cuda.current_stream().cuda_stream)
+                torch.cuda.synchronize()
+                assert _rel(C, ref) < 1e-2, (c, cm, raster)
+
+
 def _mlp_case(model, M):
     m = sm90.MODELS[model]
     g = torch.Generator(device="cuda").manual_seed(M)
@@ -89,9 +140,10 @@ def test_mlp_every_ordering_and_policy(model, M):
         if m.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
             continue
         for o in sm90.ORDERINGS:
-            for p in (sm90.POLICIES if o in ("pdl+policy", "chain") else (None,)):
+            for p, sp, g2 in [(p, "none", False) for p in (sm90.POLICIES if o in ("pdl+policy", "chain") else (None,))] + \
+                    [("TileSync" if o in ("pdl+policy", "chain") else None, (3, 2), True)]:
                 r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                                   Z.data_ptr(), timeout_ns=2_000_000_000)
+                                   Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2)
                 for _ in range(3):  # three launches: the epochs advance, nothing is reset
                     Y.fill_(float("nan"))
                     Z.fill_(float("nan"))

@@ -13,8 +13,8 @@ import cusyncgen
 from cusyncgen.cuda import sm90
 from cusyncgen.ir import DimMap, OrderIR, PolicyIR
 
-MLP_CASES = [("gpt3", M, c) for M in (1, 300, 4096) for c in ("128x128x64", "128x256x64", "64x128x64")] + \
-            [("llama-ep", M, c) for M in (1, 300, 4096) for c in ("128x128x64", "64x128x64")]
+MLP_CASES = [("gpt3", M, c) for M in (1, 300, 4096) for c in sm90.CONFIGS] + \
+            [("llama-ep", M, c) for M in (1, 300, 4096) for c in sm90.CONFIGS if sm90.tile_dims(c)[1] == 128]
 
 
 def _extra_policies():
@@ -67,6 +67,69 @@ def test_extra_descriptors_match_ir():
     for o in _extra_orders():
         d = sm90.order_desc(o)
         assert [sm90.desc_tile(d, i) for i in range(o.num_tiles)] == [o.tile(i) for i in range(o.num_tiles)]
+
+
+def test_grouped_order_is_a_permutation_that_walks_column_groups_down_every_row():
+    for X, Y, c in [(48, 4, 8), (24, 32, 6), (7, 3, 7), (12, 1, 3)]:
+        d = sm90.grouped_order(X, Y, c)
+        tiles = [sm90.desc_tile(d, i) for i in range(X * Y)]
+        assert sorted(tiles) == sorted((x, y, 0) for y in range(Y) for x in range(X))
+        # the first c * Y items cover c columns and every row
+        assert {t[0] for t in tiles[: c * Y]} == set(range(0, X, X // c))
+        assert {t[1] for t in tiles[: c * Y]} == set(range(Y))
+        # and it is OrderIR's groups_outer form, which the device header evaluates
+        o = OrderIR("g", "x", X // c, c, (X, Y, 1), groups_outer=True)
+        assert tiles == [o.tile(i) for i in range(o.num_tiles)]
+    with pytest.raises(cusyncgen.errors.CusyncError, match="divide"):
+        sm90.grouped_order(48, 4, 5)
+
+
+def test_grouped_columns_balances_a_and_b_traffic():
+    # B column blocks twice as large as A row blocks: about sqrt(132 / 2) ~ 8 columns per group
+    assert sm90.grouped_columns(48, 32, 1.0, 2.0) == 8
+    # a single row block: one column per group (A's one row block is read whatever the grouping)
+    assert sm90.grouped_columns(48, 1, 1.0, 2.0) == 1
+    assert 48 % sm90.grouped_columns(48, 5, 3.0, 1.0) == 0
+
+
+def test_auto_splits_fills_waves_and_respects_the_k_extent():
+    assert sm90.auto_splits(200, 192) == 1          # a wave and more: no split
+    assert sm90.auto_splits(48, 8) == 1             # too few k-tiles to split
+    S = sm90.auto_splits(48, 192)
+    assert 1 < S <= 16 and 192 // S >= 8
+    items = 48 * S
+    assert items / (132 * -(-items // 132)) > 0.9
+    for tiles in range(1, 132):
+        for kt in (16, 43, 96, 192):
+            S = sm90.auto_splits(tiles, kt)
+            assert S == 1 or kt // S >= 8
+
+
+def test_gemm_desc_rejects_more_splits_than_k_tiles():
+    with pytest.raises(cusyncgen.errors.CusyncError, match="split"):
+        sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", splits=3)
+    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", splits=2).splits == 2
+
+
+def test_mlp_splits():
+    assert sm90.mlp_splits("gpt3", 4096, "128x256x64", "auto") == (1, 1)
+    s1, s2 = sm90.mlp_splits("gpt3", 64, "64x128x64", "auto")
+    assert s1 > 1
+    assert sm90.mlp_splits("gpt3", 64, "64x128x64", "none") == (1, 1)
+    assert sm90.mlp_splits("gpt3", 64, "64x128x64", (3, 2)) == (3, 2)
+
+
+def test_config_names_and_cluster_grids():
+    assert sm90.tile_dims("64x128x64pp") == (64, 128, 64)
+    assert sm90.tile_dims("128x256x64c2") == (128, 256, 64)
+    assert (sm90.cluster_m("128x256x64c2"), sm90.cluster_m("128x256x64")) == (2, 1)
+    # 300 rows = 3 row blocks of 128: two cluster pairs (the second with a phantom row block)
+    assert sm90.order_grid("128x256x64c2", 300, 1024) == (4, 2)
+    assert sm90.order_grid("128x256x64", 300, 1024) == (4, 3)
+    d = sm90.cluster_order(sm90.row_major_order(4, 3), "128x256x64c2")
+    assert (d.extent[0], d.extent[1]) == (4, 2)
+    with pytest.raises(cusyncgen.errors.CusyncError, match="row blocks"):
+        sm90.cluster_order(sm90.order_desc(OrderIR("g", "y", 2, 3, (4, 6, 1))), "128x256x64c2")
 
 
 def test_wrong_tile_width_for_llama_ep_is_a_clear_error():
@@ -141,6 +204,8 @@ def test_library_builds_for_sm90a_with_hgmma_and_no_local_memory():
     sass = subprocess.run(["cuobjdump", "-sass", str(lib)], capture_output=True, text=True, check=True).stdout
     kernels = [blk for blk in sass.split("Function : ")[1:] if "sync_gemm_kernel" in blk.split("\n", 1)[0]]
     assert len(kernels) == len(sm90.CONFIGS)
+    stock = [blk for blk in sass.split("Function : ")[1:] if "GemmUniversal" in blk.split("\n", 1)[0]]
+    assert len(stock) == 2 * len(sm90.STOCK_CONFIGS)  # clusters 1x1 and 2x1
     for k in kernels:
         name = k.split("\n", 1)[0]
         assert "HGMMA" in k, name

@@ -31,7 +31,8 @@ from cusyncgen.errors import CusyncError
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
               "-Xcompiler", "-fPIC"]
 LIB_NAME = "libcusync_sm90.so"
-CONFIGS = ("128x128x64", "128x256x64", "64x128x64")
+CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp")  # pp: ping-pong
+STOCK_CONFIGS = ("128x128x64", "128x256x64")  # the stock CUTLASS A/B references (stock_ref.cuh)
 ORDERINGS = ("stream", "pdl", "pdl+policy", "chain")
 POLICIES = ("TileSync", "RowSync")
 
@@ -176,7 +177,7 @@ class Gemm(ctypes.Structure):
                 ("M", ctypes.c_int32), ("N", ctypes.c_int32), ("K", ctypes.c_int32), ("ldc", ctypes.c_int32),
                 ("epilogue", ctypes.c_int32), ("order", Order),
                 ("in_policy", Policy), ("in_sems", ctypes.c_void_p), ("in_tile_n", ctypes.c_int32),
-                ("out_policy", Policy), ("out_sems", ctypes.c_void_p)]
+                ("out_policy", Policy), ("out_sems", ctypes.c_void_p), ("splits", ctypes.c_int32)]
 
 
 class Debug(ctypes.Structure):
@@ -269,7 +270,12 @@ class Library:
         d.cusync_sm90_plan_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         d.cusync_sm90_plan_grid.argtypes = [ctypes.c_void_p]
         d.cusync_sm90_plan_destroy.argtypes = [ctypes.c_void_p]
+        d.cusync_sm90_stock_configs.restype = ctypes.c_char_p
+        d.cusync_sm90_stock_gemm.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                             ctypes.c_int, ctypes.c_void_p]
         self.configs = tuple(d.cusync_sm90_configs().decode().split(","))
+        self.stock_configs = tuple(d.cusync_sm90_stock_configs().decode().split(","))
 
     def check(self, code: int, what: str):
         if code != 0:
@@ -311,22 +317,109 @@ class Plan:
             self.handle = None
 
 
+RASTERS = {"heuristic": 0, "m": 1, "n": 2}
+
+
+def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: int, K: int, raster: str = "heuristic",
+               swizzle: int = 1, stream: int = 0):
+    """One launch of the stock CUTLASS GeMM (the A/B reference; not synchronized, no epilogue)."""
+    lib = library()
+    if config not in lib.stock_configs:
+        raise Sm90Error(f"no stock reference {config!r}; the library has {', '.join(lib.stock_configs)}")
+    lib.check(lib.dll.cusync_sm90_stock_gemm(config.encode(), cluster_m, A, B, C, M, N, K, RASTERS[raster], swizzle,
+                                             ctypes.c_void_p(stream)), f"stock CUTLASS GeMM {config} c{cluster_m}x1")
+
+
 def tile_dims(config: str) -> tuple:
-    bm, bn, bk = (int(v) for v in config.split("x"))
+    """(BM, BN, BK) of a config name "<BM>x<BN>x<BK>[pp|c2]" ("pp": the ping-pong form of a 64-row
+    tile; "c2": clusters of two CTAs along M sharing B through TMA multicast)."""
+    bm, bn, bk = (int(v) for v in config.removesuffix("pp").removesuffix("c2").split("x"))
     return bm, bn, bk
 
 
-def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilogue: int = EPI_IDENTITY,
-              order: "Order | None" = None) -> Gemm:
+def cluster_m(config: str) -> int:
+    return 2 if config.endswith("c2") else 1
+
+
+def order_grid(config: str, M: int, N: int) -> tuple:
+    """(X, Y) of the grid an order walks: N / BN column blocks by the row blocks, or, with clusters of
+    two CTAs along M, by the pairs of row blocks (each item is a pair, one row block per CTA)."""
     bm, bn, _ = tile_dims(config)
+    cm = cluster_m(config)
+    return N // bn, -(-(-(-M // bm)) // cm)
+
+
+def cluster_order(d: "Order", config: str) -> "Order":
+    """A tile order (the compiler's) over the grid of a clustered config: the same walk over the pairs
+    of row blocks (OrderIR's row-major and x-grouped forms; one that permutes row blocks would split a
+    cluster's pair)."""
+    cm = cluster_m(config)
+    if cm == 1:
+        return d
+    if d.group_dim == 1:
+        raise Sm90Error(f"config {config}: an order that permutes row blocks cannot pair them in clusters")
+    d.extent[1] = -(-d.extent[1] // cm)
+    return d
+
+
+def grouped_order(X: int, Y: int, columns: int) -> Order:
+    """The order that walks `columns` N blocks (x = g, g + s, ..., s = X / columns) down every M block
+    before the next group (OrderIR's groups_outer form): a wave of G items then reads about
+    G / columns row blocks of A and `columns` column blocks of B, not G / X row blocks and every
+    column block of B (row-major). For a GeMM nothing waits on (the last of a chain, or alone)."""
+    if columns < 1 or X % columns:
+        raise Sm90Error(f"grouped order: {columns} columns do not divide {X}")
+    d = Order()
+    d.group_dim, d.group_stride, d.group_count, d.groups_outer = 0, X // columns, columns, 1
+    d.extent[0], d.extent[1], d.extent[2] = X, Y, 1
+    return d
+
+
+def grouped_columns(X: int, Y: int, a_row_bytes: float, b_col_bytes: float, sms: int = 132) -> int:
+    """The divisor c of X that minimizes a wave's L2 footprint c * b_col + (sms / c) * a_row (rows
+    capped at Y)."""
+    best, best_cost = X, None
+    for c in range(1, X + 1):
+        if X % c:
+            continue
+        rows = min(Y, -(-sms // c))
+        cost = c * b_col_bytes + rows * a_row_bytes
+        if best_cost is None or cost < best_cost:
+            best, best_cost = c, cost
+    return best
+
+
+def auto_splits(tiles: int, k_tiles: int, sms: int = 132, min_k_tiles: int = 8, max_splits: int = 16) -> int:
+    """Split-K count for a GeMM of `tiles` tiles: the S (1..max_splits, each split at least min_k_tiles
+    k-tiles) whose tiles * S items fill the SMs' waves best (tiles * S / (sms * waves)); ties go to the
+    smaller S. 1 when the tiles alone fill at least one wave to 90%."""
+    if tiles >= sms or k_tiles < 2 * min_k_tiles:
+        return 1
+    best, best_eff = 1, tiles / sms
+    for S in range(2, max_splits + 1):
+        if k_tiles // S < min_k_tiles:
+            break
+        items = tiles * S
+        eff = items / (sms * -(-items // sms))
+        if eff > best_eff + 0.02:
+            best, best_eff = S, eff
+    return best
+
+
+def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilogue: int = EPI_IDENTITY,
+              order: "Order | None" = None, splits: int = 1) -> Gemm:
+    bm, bn, bk = tile_dims(config)
+    if splits < 1 or splits > K // bk:
+        raise Sm90Error(f"split-K: {splits} splits of {K // bk} k-tiles")
     g = Gemm()
     g.A, g.B, g.C = A, B, C
     g.M, g.N, g.K = M, N, K
     g.ldc = N // 2 if epilogue == EPI_SWIGLU_PAIR else N
     g.epilogue = epilogue
-    g.order = order if order is not None else row_major_order(N // bn, -(-M // bm))
+    g.order = order if order is not None else row_major_order(*order_grid(config, M, N))
     g.in_sems = None
     g.out_sems = None
+    g.splits = splits
     return g
 
 
@@ -437,6 +530,20 @@ def compiled_mlp(model_name: str, M: int, config: str):
     return _compile_mlp(model_name, M, config)
 
 
+def mlp_splits(model_name: str, M: int, config: str, splits="none") -> tuple:
+    """Split-K counts of an MLP's two GeMMs: "none" (1, 1), "auto" (auto_splits of each), or a pair."""
+    if splits == "none" or splits is None:
+        return (1, 1)
+    m = MODELS[model_name]
+    bm, bn, bk = tile_dims(config)
+    if splits == "auto":
+        cm = cluster_m(config)
+        return tuple(auto_splits(cm * (N // bn) * order_grid(config, M, N)[1], K // bk, sms=132 // cm * cm)
+                     for N, K in mlp_sizes(m))
+    s1, s2 = (int(v) for v in splits)
+    return (s1, s2)
+
+
 def mlp_sizes(model: Model):
     """(N, K) of the two GeMMs."""
     return (model.N1, model.H), (model.H, model.F)
@@ -445,10 +552,12 @@ def mlp_sizes(model: Model):
 class MlpRunner:
     """One MLP (model, M, config, ordering, policy) over given device buffers: X [M, H], W1 [N1, H],
     W2 [H, F], Y [M, F] (the intermediate), Z [M, H]; fp16, row-major. Allocates its semaphores,
-    ticket and debug record (torch, zeroed once, never reset)."""
+    ticket and debug record (torch, zeroed once, never reset). ``splits``: split-K counts of the two
+    GeMMs ((1, 1): none; "auto": auto_splits per GeMM). ``grouped2``: the second GeMM (nothing waits
+    on it) walks grouped_order instead of the compiler's order."""
 
     def __init__(self, model: str, M: int, ordering: str, policy: "str | None", config: str, X: int, W1: int,
-                 W2: int, Y: int, Z: int, timeout_ns: int = 0):
+                 W2: int, Y: int, Z: int, timeout_ns: int = 0, splits="none", grouped2: bool = False):
         import torch
 
         if model not in MODELS:
@@ -463,8 +572,17 @@ class MlpRunner:
         m = self.model
         (N1, K1), (N2, K2) = mlp_sizes(m)
         pols, o1, o2 = compiled_mlp(model, M, config)
-        g1 = gemm_desc(X, W1, Y, M, N1, K1, config, m.epilogue1, order_desc(o1))
-        g2 = gemm_desc(Y, W2, Z, M, N2, K2, config, EPI_IDENTITY, order_desc(o2))
+        self.splits = mlp_splits(model, M, config, splits)
+        bm, bn, bk = tile_dims(config)
+        d1 = cluster_order(order_desc(o1), config)
+        d2 = cluster_order(order_desc(o2), config)
+        self.grouped2 = grouped2
+        if grouped2:
+            X2, Y2 = d2.extent[0], d2.extent[1]
+            cm = cluster_m(config)
+            d2 = grouped_order(X2, Y2, grouped_columns(X2, Y2, cm * bm * K2 * 2.0, bn * K2 * 2.0, 132 // cm))
+        g1 = gemm_desc(X, W1, Y, M, N1, K1, config, m.epilogue1, d1, splits=self.splits[0])
+        g2 = gemm_desc(Y, W2, Z, M, N2, K2, config, EPI_IDENTITY, d2, splits=self.splits[1])
         dev = torch.device("cuda")
         self.debug = torch.zeros(16, dtype=torch.int32, device=dev)
         self.ticket = torch.zeros(2, dtype=torch.int64, device=dev)
@@ -493,6 +611,10 @@ class MlpRunner:
     @property
     def name(self) -> str:
         head = f"sm90 {self.config}"
+        if self.splits != (1, 1):
+            head += f" splitK{self.splits[0]}/{self.splits[1]}"
+        if self.grouped2:
+            head += " G2"
         if self.ordering == "stream":
             return f"{head} StreamSync"
         if self.ordering == "pdl":

@@ -12,12 +12,35 @@ const Entry kConfigs[] = {
     {"128x128x64", cusync_sm90::plan_128x128x64},
     {"128x256x64", cusync_sm90::plan_128x256x64},
     {"64x128x64", cusync_sm90::plan_64x128x64},
+    {"128x192x64", cusync_sm90::plan_128x192x64},
+    {"256x128x64", cusync_sm90::plan_256x128x64},
+    {"64x128x64pp", cusync_sm90::plan_64x128x64pp},
+};
+struct StockEntry {
+  const char* name;
+  cusync_sm90::StockGemmFn run;
+};
+const StockEntry kStock[] = {
+    {"128x128x64", cusync_sm90::stock_128x128x64},
+    {"128x256x64", cusync_sm90::stock_128x256x64},
 };
 }  // namespace
 
 extern "C" {
 
-const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64"; }
+const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64,128x192x64,256x128x64,64x128x64pp"; }
+
+const char* cusync_sm90_stock_configs(void) { return "128x128x64,128x256x64"; }
+
+int cusync_sm90_stock_gemm(const char* config, int cluster_m, const void* A, const void* B, void* C, int M, int N, int K,
+                           int raster, int swizzle, void* stream) {
+  if (config == nullptr || A == nullptr || B == nullptr || C == nullptr) return CUSYNC_SM90_BAD_ARGUMENT;
+  if (cluster_m != 1 && cluster_m != 2) return CUSYNC_SM90_BAD_ARGUMENT;
+  for (const StockEntry& e : kStock) {
+    if (strcmp(e.name, config) == 0) return e.run(cluster_m, A, B, C, M, N, K, raster, swizzle, static_cast<cudaStream_t>(stream));
+  }
+  return CUSYNC_SM90_BAD_CONFIG;
+}
 
 int cusync_sm90_plan_create(const char* config, const CusyncSm90Gemm* gemms, int n_gemms, unsigned long long* ticket,
                             int grid, int flags, long long timeout_ns, CusyncSm90Debug* debug,

@@ -65,6 +65,10 @@ typedef struct {
   // Post (producer side): each finished tile t adds 1 to out_sems[out_policy.sem(t)].
   CusyncSm90Policy out_policy;
   uint32_t* out_sems;      // null: no post
+  // Split-K: each tile's K extent in `splits` parts (0 or 1: none; at most K / BK), each its own work
+  // item; the last part to finish sums the fp32 partials in part order (deterministic), runs the
+  // epilogue and alone posts. The plan owns the partials' workspace and the self-resetting counters.
+  int32_t splits;
 } CusyncSm90Gemm;
 
 // What the first wait that timed out saw (a zeroed struct in device memory, passed to
@@ -88,6 +92,14 @@ int cusync_sm90_plan_create(const char* config, const CusyncSm90Gemm* gemms, int
                             unsigned long long* ticket, int grid, int flags, long long timeout_ns,
                             CusyncSm90Debug* debug, void** plan_out);
 int cusync_sm90_plan_launch(void* plan, void* stream);
+
+// A/B reference, not synchronized: the stock CUTLASS sm90 GeMM (cooperative, TMA epilogue, persistent
+// scheduler) with a tile of cusync_sm90_stock_configs(), cluster cluster_m x 1 (1 or 2); raster 0
+// CUTLASS's heuristic, 1 along M, 2 along N; swizzle: the scheduler's max_swizzle_size. Same
+// operands as a CusyncSm90Gemm without epilogue; launched on `stream` (arguments built each call).
+const char* cusync_sm90_stock_configs(void);
+int cusync_sm90_stock_gemm(const char* config, int cluster_m, const void* A, const void* B, void* C, int M, int N,
+                           int K, int raster, int swizzle, void* stream);
 int cusync_sm90_plan_grid(void* plan);
 int cusync_sm90_plan_destroy(void* plan);
 const char* cusync_sm90_error_string(int code);

@@ -112,13 +112,14 @@ struct SyncMainloop : Base {
   using typename Base::SmemLayoutB;
 
   // CollectiveMma::load() of sm90_mma_tma_gmma_ss_warpspecialized.hpp with two changes: per k-tile
-  // B's TMA is issued first, then wait(k) (which may spin and fence), then A's TMA. k counts the
-  // k-tiles of this work tile from 0.
+  // B's TMA is issued first, then wait(k) (which may spin and fence), then A's TMA. k is the k-tile
+  // index in the whole K extent: this work item loads k-tiles [k_begin, k_begin + k_tile_count)
+  // (a split-K item loads its share).
   template <class TensorA, class TensorB, class BlockCoord, class Wait>
   CUTLASS_DEVICE void load_synced(Params const& mainloop_params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                                   cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                                  int k_tile_count, uint32_t block_rank_in_cluster, TensorStorage& shared_tensors,
-                                  Wait&& wait) {
+                                  int k_begin, int k_tile_count, uint32_t block_rank_in_cluster,
+                                  TensorStorage& shared_tensors, Wait&& wait) {
     int lane_predicate = cute::elect_one_sync();
     if (lane_predicate) {
       Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
@@ -151,7 +152,7 @@ struct SyncMainloop : Base {
         }
       }
       CUTLASS_PRAGMA_NO_UNROLL
-      for (int k = 0; k < k_tile_count; ++k) {
+      for (int k = k_begin; k < k_begin + k_tile_count; ++k) {
         pipeline.producer_acquire(smem_pipe_write);
         using BarrierType = typename MainloopPipeline::ProducerBarrierType;
         BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
@@ -168,10 +169,15 @@ struct SyncMainloop : Base {
 
 // ---- configurations ------------------------------------------------------------------------------
 // BM >= 128: the cooperative schedule's TiledMma (two consumer warp groups split M); BM = 64: the
-// ping-pong schedule's TiledMma (one warp group per tile), run here by one consumer warp group.
-template <int BM_, int BN_, int BK_>
+// ping-pong schedule's TiledMma (one warp group per tile), run by one consumer warp group, or, with
+// PingPong, by two consumer warp groups on alternate work items of the CTA (CUTLASS's ping-pong
+// kernel: their MMA phases strictly alternate through an ordered barrier, so one warp group's
+// epilogue, split-K reduction and post overlap the other's MMA).
+template <int BM_, int BN_, int BK_, bool PingPong = false>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
+  static constexpr bool kPingPong = PingPong;
+  static_assert(!PingPong || BM == 64, "ping-pong: one warp group per 64-row tile");
   using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
   using ClusterShape = Shape<_1, _1, _1>;
   using Schedule = cute::conditional_t<(BM >= 128), cutlass::gemm::KernelTmaWarpSpecializedCooperative,
@@ -183,8 +189,9 @@ struct Config {
       cutlass::gemm::collective::StageCountAutoCarveout<kCarveout>, Schedule>::CollectiveOp;
   using Mainloop = SyncMainloop<BaseMainloop>;
   using TiledMma = typename Mainloop::TiledMma;
-  static constexpr int kMmaThreads = size(TiledMma{});
-  static constexpr int kThreads = kMmaThreads + 128;  // + the producer warp group
+  static constexpr int kMmaThreads = size(TiledMma{});  // the threads of one tile's MMA and epilogue
+  static constexpr int kConsumerGroups = PingPong ? 2 : 1;  // of kMmaThreads each
+  static constexpr int kThreads = kConsumerGroups * kMmaThreads + 128;  // + the producer warp group
   static constexpr int kRegsPerThread = BM * BN / kMmaThreads;
   static constexpr int kLoadRegs = kRegsPerThread >= 208 ? 24 : 40;
   static constexpr int kMmaRegs = kRegsPerThread >= 208 ? 240 : 232;
@@ -192,6 +199,8 @@ struct Config {
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     uint32_t epoch;
+    uint32_t split_last[2];  // split-K: whether this consumer (group) reduces its current tile
+    typename cutlass::OrderedSequenceBarrier<1, 2>::SharedStorage mma_order;  // ping-pong
   };
 };
 
@@ -199,9 +208,11 @@ template <class Cfg>
 struct KernelParams {
   typename Cfg::Mainloop::Params ml[2];
   CusyncSm90Gemm g[2];
+  float* partials[2];        // split-K: fp32 partial tiles [tile][split][BM * BN] (null: no split)
+  uint32_t* split_count[2];  // split-K: arrivals per tile (self-resetting)
   int n_gemms;
-  int items0;       // tiles of g[0]
-  int items;        // tiles of every GeMM
+  int items0;       // work items of g[0] (tiles x splits)
+  int items;        // work items of every GeMM
   unsigned long long* ticket;
   int flags;
   long long timeout_ns;
@@ -257,8 +268,9 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
     // [W1|V] interleaved by 64: columns 128b + j (g) and 128b + 64 + j (u), j < 64, are accumulator
     // elements i and i + 32 of one thread (mode 0 of the wgmma fragment is (2 cols, 2 rows, N/8
     // column groups of 8): +8 groups = +64 columns). Output column 64b + j.
+    // (The host rejects the SwiGLU pair unless BN is a multiple of 128.)
     constexpr int V = decltype(size<0>(accum))::value;
-    static_assert(V % 64 == 0, "the SwiGLU pair needs a wgmma atom at least 128 columns wide");
+    if constexpr (V % 64 == 0) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); i += 2) {
       if (((i % V) / 4) % 16 < 8) {
@@ -274,6 +286,7 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
         }
       }
     }
+    }
   } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH) {
     store_pairs(EpiGeluTanh{}, accum, tCcD, C, g.ldc, rows_left, col0);
   } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF) {
@@ -283,12 +296,82 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
   }
 }
 
-// Linear item -> (GeMM, tile x = N block, tile y = M block).
+// A linear work item: its GeMM, tile (x = N block, y = M block; t = the tile's index in the GeMM's
+// order), split s of S and the k-tiles [k_begin, k_begin + k_count) it accumulates. Items of a GeMM
+// are t * S + s: the S splits of a tile are consecutive items, so they run in one wave.
+struct Work {
+  int gi, x, y, t, s, S, k_begin, k_count;
+};
 template <class Cfg>
-__device__ __forceinline__ void item_tile(const KernelParams<Cfg>& p, int w, int& gi, int& x, int& y) {
-  gi = w >= p.items0 ? 1 : 0;
+__device__ __forceinline__ Work item_work(const KernelParams<Cfg>& p, int w) {
+  Work r;
+  r.gi = w >= p.items0 ? 1 : 0;
+  const CusyncSm90Gemm& g = p.g[r.gi];
+  const int local = r.gi ? w - p.items0 : w;
+  r.S = g.splits > 1 ? g.splits : 1;
+  r.t = local / r.S;
+  r.s = local - r.t * r.S;
   int z;
-  order_tile(p.g[gi].order, gi ? w - p.items0 : w, x, y, z);
+  order_tile(g.order, r.t, r.x, r.y, z);
+  const int kt = g.K / Cfg::BK;
+  r.k_begin = r.s * kt / r.S;
+  r.k_count = (r.s + 1) * kt / r.S - r.k_begin;
+  return r;
+}
+
+__device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ void st_relaxed_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Split-K (docs/sm90.md): every split stores its fp32 partial tile (each consumer thread its own
+// accumulator fragment, float2 per column pair, laid out [pair][thread] so that a warp's stores are
+// contiguous), the consumer warp groups meet at a named barrier, and one thread adds 1 to the tile's
+// arrival counter (acq_rel: it releases this split's partial and, for the last one, acquires every
+// other split's). The split that sees S - 1 arrivals before its own is the last: it resets the counter
+// (nobody else touches it again in this launch), and its threads sum the S partials in split order
+// (0, 1, ..., S - 1: the result does not depend on which split came last) into the accumulators, each
+// thread reading back the fragment positions it wrote. Returns whether this CTA holds the tile's sum
+// (and must run the epilogue and post).
+template <class Cfg, class Accum>
+__device__ __forceinline__ bool reduce_splits(float* partials, uint32_t* count, const Work& wk, Accum& accum,
+                                              int tid, uint32_t* last_smem, int bar_id) {
+  constexpr int T = Cfg::kMmaThreads;
+  constexpr int F = decltype(size(accum))::value;
+  constexpr size_t kTile = static_cast<size_t>(Cfg::BM) * Cfg::BN;
+  float2* tile = reinterpret_cast<float2*>(partials + static_cast<size_t>(wk.t) * wk.S * kTile);
+  float2* mine = tile + static_cast<size_t>(wk.s) * (kTile / 2);
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < F / 2; ++i) __stcg(mine + i * T + tid, make_float2(accum(2 * i), accum(2 * i + 1)));
+  asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(T) : "memory");
+  if (tid == 0) {
+    const bool last = atom_add_acq_rel_gpu(count + wk.t, 1u) == static_cast<uint32_t>(wk.S - 1);
+    if (last) st_relaxed_gpu(count + wk.t, 0u);
+    *last_smem = last ? 1u : 0u;
+  }
+  asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(T) : "memory");
+  if (*last_smem == 0u) return false;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < F / 2; ++i) {
+    const float2 v = __ldcg(tile + i * T + tid);
+    accum(2 * i) = v.x;
+    accum(2 * i + 1) = v.y;
+  }
+  CUTLASS_PRAGMA_NO_UNROLL
+  for (int j = 1; j < wk.S; ++j) {
+    const float2* src = tile + static_cast<size_t>(j) * (kTile / 2);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < F / 2; ++i) {
+      const float2 v = __ldcg(src + i * T + tid);
+      accum(2 * i) += v.x;
+      accum(2 * i + 1) += v.y;
+    }
+  }
+  return true;
 }
 
 template <class Cfg>
@@ -298,8 +381,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
   using MainloopPipeline = typename Mainloop::MainloopPipeline;
   using PipelineState = typename Mainloop::PipelineState;
   using SharedStorage = typename Cfg::SharedStorage;
-  constexpr int BK = Cfg::BK;
-
   extern __shared__ char smem_buf[];
   SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf);
 
@@ -326,10 +407,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
   if (warp_group == 0 && warp_in_group == 0) pp.role = MainloopPipeline::ThreadCategory::Producer;
   if (warp_group >= 1) pp.role = MainloopPipeline::ThreadCategory::Consumer;
   pp.is_leader = warp_group_thread_idx == 0;
-  pp.num_consumers = Cfg::kMmaThreads;
+  pp.num_consumers = Cfg::kMmaThreads;  // one tile's MMA threads release a stage (ping-pong: one group)
   pp.transaction_bytes = p.ml[0].tma_transaction_bytes;
   MainloopPipeline pipeline(ss.mainloop.pipeline, pp, typename Cfg::ClusterShape{});
-  __syncthreads();  // pipeline barriers initialized, epoch written
+  typename cutlass::OrderedSequenceBarrier<1, 2>::Params op;
+  op.group_id = warp_group >= 1 ? warp_group - 1 : 0;
+  op.group_size = cutlass::NumThreadsPerWarpGroup;
+  cutlass::OrderedSequenceBarrier<1, 2> mma_order(ss.mma_order, op);  // used by ping-pong only
+  __syncthreads();  // pipeline and order barriers initialized, epoch written
   const uint32_t epoch = ss.epoch;
 
   Mainloop mainloop;
@@ -343,14 +428,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
       int last_sem = -1;
       uint32_t last_target = 0;
       for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
-        int gi, x, y;
-        item_tile(p, w, gi, x, y);
+        const Work wk = item_work(p, w);
+        const int gi = wk.gi, x = wk.x, y = wk.y;
         const CusyncSm90Gemm& g = p.g[gi];
-        const int k_tiles = g.K / BK;
         auto li = mainloop.load_init(make_shape(g.M, g.N, g.K, 1), p.ml[gi]);
         auto wait = [&](int k) {
           if (g.in_sems == nullptr) return;
-          const int px = (k * BK) / g.in_tile_n;
+          const int px = (k * Cfg::BK) / g.in_tile_n;
           const int s = policy_sem(g.in_policy, px, y, 0);
           const uint32_t target = policy_value(g.in_policy, px, y, 0) * epoch;
           if (s == last_sem && target == last_target) return;
@@ -360,31 +444,44 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
           last_sem = s;
           last_target = target;
         };
-        mainloop.load_synced(p.ml[gi], pipeline, write, li, make_coord(y, x, _, 0), k_tiles, 0u, ss.mainloop.tensors,
-                             wait);
-        write.advance(k_tiles);
+        mainloop.load_synced(p.ml[gi], pipeline, write, li, make_coord(y, x, _, 0), wk.k_begin, wk.k_count, 0u,
+                             ss.mainloop.tensors, wait);
+        write.advance(wk.k_count);
       }
       mainloop.load_tail(pipeline, write);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Cfg::kMmaRegs>();
-    const int mma_thread_idx = thread_idx - cutlass::NumThreadsPerWarpGroup;
+    // Cooperative (or one group): every consumer thread works on every item of the CTA. Ping-pong:
+    // group c takes the CTA's items 2j + c and skips the other group's pipeline stages.
+    const int group = Cfg::kPingPong ? warp_group - 1 : 0;
+    const int mma_thread_idx = Cfg::kPingPong ? warp_group_thread_idx : thread_idx - cutlass::NumThreadsPerWarpGroup;
+    const int bar_id = 1 + group;  // named barrier of this tile's MMA threads (0 is __syncthreads)
     typename Cfg::TiledMma tiled_mma;
     PipelineState read;
-    for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
-      int gi, x, y;
-      item_tile(p, w, gi, x, y);
+    int j = 0;
+    for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G, ++j) {
+      const Work wk = item_work(p, w);
+      if (Cfg::kPingPong && (j & 1) != group) {
+        read.advance(wk.k_count);  // the other group's item
+        continue;
+      }
+      const int gi = wk.gi, x = wk.x, y = wk.y;
       const CusyncSm90Gemm& g = p.g[gi];
-      const int k_tiles = g.K / BK;
       auto accum = partition_fragment_C(tiled_mma, take<0, 2>(typename Cfg::TileShape{}));
-      mainloop.mma(pipeline, read, accum, k_tiles, mma_thread_idx, ss.mainloop.tensors, p.ml[0]);
-      mainloop.mma_tail(pipeline, read, k_tiles);
-      read.advance(k_tiles);
+      if constexpr (Cfg::kPingPong) mma_order.wait();
+      mainloop.mma(pipeline, read, accum, wk.k_count, mma_thread_idx, ss.mainloop.tensors, p.ml[0]);
+      if constexpr (Cfg::kPingPong) mma_order.arrive();  // the other group's MMA may start
+      mainloop.mma_tail(pipeline, read, wk.k_count);
+      read.advance(wk.k_count);
+      if (wk.S > 1 && !reduce_splits<Cfg>(p.partials[gi], p.split_count[gi], wk, accum, mma_thread_idx,
+                                          &ss.split_last[group], bar_id))
+        continue;  // another split of this tile sums the partials, runs the epilogue and posts
       store_tile<Cfg>(g, x, y, accum, mma_thread_idx);
       if (g.out_sems != nullptr) {
-        // Every consumer thread's stores of this tile happen before thread 0's release add
-        // (bar.sync, then a release at gpu scope: cumulative; docs/sm90.md).
-        asm volatile("bar.sync 1, %0;" ::"n"(Cfg::kMmaThreads) : "memory");
+        // Every thread's stores of this tile happen before the release add of the tile's thread 0
+        // (bar.sync of the tile's MMA threads, then a release at gpu scope: cumulative; docs/sm90.md).
+        asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(Cfg::kMmaThreads) : "memory");
         if (mma_thread_idx == 0) red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
       }
     }

@@ -43,7 +43,16 @@ struct Plan : PlanBase {
       if (g.out_policy.num_sems <= 0 || g.out_policy.extent[0] != X || g.out_policy.extent[1] != Y)
         return CUSYNC_SM90_BAD_SHAPE;
     }
+    if (g.splits < 0 || g.splits > g.K / Cfg::BK || g.splits > kMaxSplits) return CUSYNC_SM90_BAD_ARGUMENT;
     return 0;
+  }
+  static constexpr int kMaxSplits = 64;
+
+  ~Plan() override {
+    for (int i = 0; i < 2; ++i) {
+      if (params.partials[i] != nullptr) cudaFree(params.partials[i]);
+      if (params.split_count[i] != nullptr) cudaFree(params.split_count[i]);
+    }
   }
 
   int init(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid_req, int flags_, long long timeout,
@@ -66,13 +75,22 @@ struct Plan : PlanBase {
       if (!Mainloop::can_implement(shape, args)) return CUSYNC_SM90_BAD_SHAPE;
       params.ml[i] = Mainloop::to_underlying_arguments(shape, args, nullptr);
       params.g[i] = g;
-      const int t = tiles_of(g.order);
+      const int tiles = tiles_of(g.order);
+      const int S = g.splits > 1 ? g.splits : 1;
+      if (S > 1) {
+        const size_t part = static_cast<size_t>(tiles) * S * Cfg::BM * Cfg::BN * sizeof(float);
+        CUSYNC_SM90_CHECK(cudaMalloc(&params.partials[i], part));
+        CUSYNC_SM90_CHECK(cudaMalloc(&params.split_count[i], static_cast<size_t>(tiles) * sizeof(uint32_t)));
+        CUSYNC_SM90_CHECK(cudaMemset(params.split_count[i], 0, static_cast<size_t>(tiles) * sizeof(uint32_t)));
+        CUSYNC_SM90_CHECK(cudaDeviceSynchronize());
+      }
+      const int t = tiles * S;
       if (i == 0) params.items0 = t;
       items += t;
     }
     if (n == 1) {
       params.ml[1] = params.ml[0];
-      params.g[1] = params.g[0];
+      params.g[1] = params.g[0];  // never used (no item maps to it); its workspace stays null
     }
     params.n_gemms = n;
     params.items = items;
@@ -126,11 +144,13 @@ int create_plan(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, 
   return 0;
 }
 
-// One per config_*.cu.
-#define CUSYNC_SM90_CONFIG(FN, BM, BN, BK)                                                                       \
+// One per config_*.cu (PP: the ping-pong form of a 64-row tile, Config's PingPong).
+#define CUSYNC_SM90_CONFIG_T(FN, ...)                                                                             \
   int FN(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid, int flags, long long timeout, \
-         CusyncSm90Debug* debug, PlanBase** out) {                                                                                       \
-    return create_plan<Config<BM, BN, BK>>(gemms, n, ticket, grid, flags, timeout, debug, out);                         \
+         CusyncSm90Debug* debug, PlanBase** out) {                                                              \
+    return create_plan<__VA_ARGS__>(gemms, n, ticket, grid, flags, timeout, debug, out);                               \
   }
+#define CUSYNC_SM90_CONFIG(FN, BM, BN, BK) CUSYNC_SM90_CONFIG_T(FN, Config<BM, BN, BK, false>)
+#define CUSYNC_SM90_CONFIG_PP(FN, BM, BN, BK) CUSYNC_SM90_CONFIG_T(FN, Config<BM, BN, BK, true>)
 
 }  // namespace cusync_sm90
