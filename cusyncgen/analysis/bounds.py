@@ -5,7 +5,8 @@ Interval reasoning over the variables' boxes proves it without enumeration (exac
 forms, so a million-tile grid costs nothing); a quasi-affine form whose interval is not tight is
 enumerated over the variables it uses, up to ENUMERATION_LIMIT values. The out-of-bounds message
 names a consumer tile that leaves the grid and the index with its Params substituted, simplified
-by sympy: this is the only module of the compiler that imports sympy. Output: Proved, whose Deps
+by sympy: this is the only module of the compiler that imports sympy (on the first
+error only). Output: Proved, whose Deps
 are IR (producer tile sets with plain expressions).
 """
 
@@ -14,8 +15,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-
-import sympy
 
 from cusyncgen import ir
 from cusyncgen import syntax as S
@@ -43,6 +42,8 @@ class Proved:
 
 def to_sympy(a: Aff, names: dict):
     """``a`` as a sympy expression over the user's dim names (``names``: variable -> name)."""
+    import sympy  # only for messages: imported when an index is out of bounds
+
     e = sympy.Integer(a.const)
     for atom, c in a.terms:
         if atom[0] == "v":
