@@ -95,7 +95,7 @@ def compile(source, params: "dict | None" = None, name: "str | None" = None,
     with _deep_recursion():
         if hasattr(source, "to_syntax"):  # the embedded Python DSL
             tree = source.to_syntax(name)
-            namespace = namespace or namespace_for(source.name)
+            namespace = namespace if namespace is not None else namespace_for(source.name)
         else:
             if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                             and source.endswith(".dep")):
@@ -119,7 +119,8 @@ def compile(source, params: "dict | None" = None, name: "str | None" = None,
             except RecursionError:  # pragma: no cover - parsing does not recurse
                 raise ParseError(f"{name}: expressions nested too deeply") from None
         try:
-            result = analysis.run(tree, params, namespace or namespace_for(tree.file))
+            result = analysis.run(tree, params, namespace if namespace is not None
+                                  else namespace_for(tree.file))
         except RecursionError:  # pragma: no cover - expressions are limited to syntax.MAX_DEPTH
             raise CusyncError(f"{tree.file}: expressions nested too deeply") from None
     return Compiled(result.program, namespace, result.warnings)

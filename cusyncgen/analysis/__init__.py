@@ -32,7 +32,8 @@ PASSES = (names.resolve, evaluate.evaluate, affine.lower, bounds.prove, graph.ch
 def run(program: S.Program, params: Optional[dict] = None,
         name: Optional[str] = None) -> Analysis:
     """Every pass of PASSES in order: the ProgramIR and the warnings."""
-    state = Input(program, {} if params is None else params, name or "cusync_program")
+    state = Input(program, {} if params is None else params,
+                  "cusync_program" if name is None else name)
     for p in PASSES:
         state = p(state)
     return state
