@@ -139,6 +139,8 @@ def write_output(text, path, prog: str) -> None:
         except OSError as e:
             raise CusyncError(f"cannot write {path}: {e.strerror or e}") from None
         return
+    if sys.stdout is None:  # started with stdout closed
+        raise CusyncError("cannot write to stdout: it is closed")
     try:
         for c in chunks:
             sys.stdout.write(c)
@@ -168,26 +170,27 @@ def run(prog: str, parser: argparse.ArgumentParser, body, argv) -> int:
     """Parse ``argv`` and run ``body(args)``; every failure becomes a message and an exit code
     (see EXIT_STATUS), never a traceback."""
     try:
-        try:
-            args = parser.parse_args(argv)
-            rc = body(args)
-        except UsageError as e:
-            parser.print_usage(sys.stderr)
-            print(f"{prog}: error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        except _Exit as e:
-            rc = e.status
-        except CusyncError as e:
-            print(e.render(prog), file=sys.stderr)
-            rc = EXIT_ERROR
-        except RecursionError:
-            print(f"{prog}: error: the program nests too deeply to analyze", file=sys.stderr)
-            rc = EXIT_ERROR
-        except MemoryError:
-            print(f"{prog}: error: out of memory", file=sys.stderr)
-            rc = EXIT_ERROR
-        write_output("", None, prog)  # flush: a full stdout is an error here, not at exit
+        args = parser.parse_args(argv)
+        rc = body(args)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        rc = EXIT_USAGE
+    except _Exit as e:
+        rc = e.status
     except CusyncError as e:
         print(e.render(prog), file=sys.stderr)
         rc = EXIT_ERROR
+    except RecursionError:
+        print(f"{prog}: error: the program nests too deeply to analyze", file=sys.stderr)
+        rc = EXIT_ERROR
+    except MemoryError:
+        print(f"{prog}: error: out of memory", file=sys.stderr)
+        rc = EXIT_ERROR
+    try:
+        write_output("", None, prog)  # flush: a full stdout is an error here, not at exit
+    except CusyncError as e:
+        if not rc:  # not reported yet
+            print(e.render(prog), file=sys.stderr)
+            rc = EXIT_ERROR
     return int(rc or 0)

@@ -86,6 +86,28 @@ def test_a_full_stdout_is_an_error_not_a_traceback(cmd):
     assert r.stderr.strip().endswith("error: cannot write to stdout: No space left on device")
 
 
+def test_a_closed_stdout_is_an_error_reported_once():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "cusyncgen", str(EX / "mlp_llama_ep.dep")], env=env,
+                       stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1), timeout=120)
+    assert r.returncode == 1 and r.stderr == "cusyncgen: error: cannot write to stdout: it is closed\n"
+
+
+def test_nested_floor_divisions_are_an_error_in_bounded_time():
+    """A form's sort key grows exponentially with nested divisions: 30 levels took minutes."""
+    def program(n):
+        idx = "x"
+        for _ in range(n):
+            idx = f"({idx} + 1)/2"
+        return f"Dim x;\nGrid p(x, 4);\nGrid c(x, 4);\nDep d({{c, Tile(x)}}, {{p, Tile({idx})}});\n"
+    from cusyncgen.analysis.affine import MAX_NESTING
+    assert cusyncgen.compile(program(MAX_NESTING)).program.deps
+    t = time.perf_counter()
+    with pytest.raises(CusyncError, match=f"nests more than {MAX_NESTING} floor divisions") as info:
+        cusyncgen.compile(program(200))
+    assert time.perf_counter() - t < 5 and info.value.span.line == 4
+
+
 def test_plan_on_an_empty_program_is_a_clear_error_and_the_header_a_warning(tmp_path):
     f = tmp_path / "empty.dep"
     f.write_text("// nothing yet\n")

@@ -150,13 +150,18 @@ def variables(a: Aff) -> set:
     return out
 
 
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
 def nesting(a: Aff) -> int:
     """How many floor divisions / modulos nest in ``a``."""
     return max((1 + nesting(atom[1]) for atom, _ in a.terms if atom[0] != "v"), default=0)
 
 
-#: floor divisions / modulos nested in one tile index, at most (C++ compilers limit bracket depth)
-MAX_NESTING = 64
+#: floor divisions / modulos nested in one tile index, at most: a form's sort key grows
+#: exponentially with the nesting, and C++ compilers limit bracket depth
+MAX_NESTING = 16
 
 
 # ---- IR expression helpers (used by the later passes) ----------------------------------------
@@ -256,6 +261,9 @@ def index(values: Values, e: S.Expr, env: dict) -> Aff:
         if k <= 0:
             raise NotAffineError(f"'{S.unparse_expr(e)}': the divisor must be a positive "
                                  f"constant, but it is {k}", e.rhs.span)
+        if nesting(a) >= MAX_NESTING:
+            raise NotAffineError(f"'{_short(S.unparse_expr(e))}' nests more than {MAX_NESTING} "
+                                 f"floor divisions or modulos", e.span)
         if op == "%":
             return modulo(a, k)
         if op == "cdiv":
@@ -426,9 +434,6 @@ def _site(values: Values, pgrid: ir.GridIR, b: _Bound, cbox: dict) -> Site:
             raise DimNotInGridError(f"grid '{pgrid.name}' has no dim '{dims[a]}', so "
                                     f"this tile index must be 0, not "
                                     f"'{S.unparse_expr(e)}'", e.span)
-        if nesting(aff) > MAX_NESTING:
-            raise NotAffineError(f"'{S.unparse_expr(e)}' nests more than {MAX_NESTING} "
-                                 f"divisions or modulos", e.span)
         forms.append(aff)
     used = set().union(*(variables(f) for f in forms))
     for lp, span in zip(b.loops, b.spans):
