@@ -317,7 +317,8 @@ VALUES = ["B=1", "S=128", "B=0", "S=-4", "B=x", "H=8", "Q=1", "g1=2", "g2=1", "g
 EXAMPLES = sorted(str(p) for p in EX.glob("*.dep"))
 TOKENS = ["Param", "Dim", "Grid", "Tile", "ForAll", "Dep", "Range", "cdiv", "x", "y", "z", "k",
           "g1", "g2", "H", "B", "(", ")", "{", "}", ",", ";", "=", "+", "-", "*", "/", "%", ".",
-          "0", "1", "2", "7", "128", "99999999999999999999", "//c\n", "/*", "*/", "\n", " ", "@"]
+          "0", "1", "2", "7", "128", "99999999999999999999", "1" * 4400, "//c\n", "/*", "*/", "\n", " ",
+          "@"]
 
 
 def _mutate(text: str, cuts) -> str:
@@ -357,7 +358,7 @@ def test_no_input_and_no_argument_list_ends_without_a_status_and_a_message(
     try:
         t = time.perf_counter()
         rc, out, err = run(argv, stdin=text)
-        assert time.perf_counter() - t < 20, argv
+        assert time.perf_counter() - t < 60, argv  # the slowest, plan on an example: 3 s unloaded
     finally:
         os.chdir(cwd)
     assert rc in (0, 1, 2), (argv, rc)
