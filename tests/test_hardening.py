@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import cusyncgen
 from cusyncgen import cli, dsl
 from cusyncgen.errors import (ArityError, CusyncError, CusyncWarning, InvalidNameError, KindError,
-                              ParamValueError, ParseError, ValueRangeError)
+                              ParamValueError, ValueRangeError)
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"
