@@ -9,12 +9,10 @@ tile it reads. ``cusyncgen check FILE.dep [-D ...]`` runs it.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections import Counter
 
 from cusyncgen import ir
-from cusyncgen.errors import CusyncError, SoundnessError
+from cusyncgen.errors import SoundnessError
 
 
 def problems(program: ir.ProgramIR, limit: int = 20) -> list:
@@ -88,24 +86,25 @@ def check(program: ir.ProgramIR) -> None:
 
 
 def main(argv=None) -> int:
-    from cusyncgen.cli import _param, compile_file, params_of
+    """``cusyncgen check FILE.dep [-D ...]``; exit 0 sound, 1 an error or unsound, 2 usage."""
+    from cusyncgen import cliutil
 
-    p = argparse.ArgumentParser(prog="cusyncgen check",
-                                description="Prove the generated orders and policies sound by "
-                                            "exhaustive enumeration for the given sizes.")
+    p = cliutil.ArgumentParser(prog="cusyncgen check",
+                               description="Prove the generated orders and policies sound by "
+                                           "exhaustive enumeration for the given sizes.")
     p.add_argument("file", metavar="FILE.dep", help="the .dep program ('-' = stdin)")
-    p.add_argument("-D", dest="params", action="append", type=_param, metavar="NAME=VALUE")
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    try:
-        prog = compile_file(args.file, params_of(args.params)).program
+    p.add_argument("-D", dest="params", action="append", type=cliutil.param, metavar="NAME=VALUE",
+                   help="set a Param (repeatable)")
+
+    def body(args) -> int:
+        compiled = cliutil.compile_file(args.file, cliutil.params_of(args.params))
+        cliutil.warn(compiled, "cusyncgen check")
+        prog = compiled.program
         check(prog)
-    except CusyncError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    tiles = sum(g.num_tiles for g in prog.grids)
-    print(f"ok: {len(prog.orders)} orders, {len(prog.policies)} policies and "
-          f"{sum(len(d.producers) for d in prog.deps)} wait lists sound over {tiles} tiles")
-    return 0
+        tiles = sum(g.num_tiles for g in prog.grids)
+        cliutil.write_output(f"ok: {len(prog.orders)} orders, {len(prog.policies)} policies and "
+                             f"{sum(len(d.producers) for d in prog.deps)} wait lists sound over "
+                             f"{tiles} tiles\n", None, "cusyncgen check")
+        return cliutil.EXIT_OK
+
+    return cliutil.run("cusyncgen check", p, body, argv)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import jinja2
 
@@ -84,6 +85,12 @@ def _needs_floor(e: ir.Expr) -> bool:
     return False
 
 
+def _arg(name: str, *texts) -> str:
+    """A parameter's name, or ``/*name*/`` when the body does not use it (-Wunused-parameter)."""
+    used = re.compile(rf"\b{name}\b")
+    return name if any(used.search(t) for t in texts) else f"/*{name}*/"
+
+
 def _sum(terms: list) -> str:
     terms = [t for t in terms if t]
     return " + ".join(terms) if terms else "0"
@@ -99,6 +106,7 @@ def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
                  f"return cusync::Tile{{g + i * {st}, y, {'0' if Z == 1 else f'linear / {c * Y * st}'}}};"]
         z_term = "" if Z == 1 else f" + {st} * t.z"
         return {"name": g.name, "X": X, "Y": Y, "Z": Z, "num_tiles": g.num_tiles, "tile_lines": lines,
+                "linear_arg": "linear", "t_arg": "t",
                 "linear_expr": f"t.x / {st} + {c} * (t.y + {Y} * (t.x % {st}{z_term}))",
                 "order_comment": (f"the {c} tiles t, t+{st}, ... along x that one consumer tile reads are "
                                   f"consecutive, and each such group runs through all {Y} rows before the next "
@@ -129,8 +137,10 @@ def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
                    f"that one consumer tile reads are consecutive")
     else:
         comment = "row-major (x fastest, then y, then z)"
+    linear = _sum(terms)
     return {"name": g.name, "X": X, "Y": Y, "Z": Z, "num_tiles": g.num_tiles,
-            "tile_lines": lines, "linear_expr": _sum(terms), "order_comment": comment}
+            "tile_lines": lines, "linear_expr": linear, "order_comment": comment,
+            "linear_arg": _arg("linear", *lines), "t_arg": _arg("t", linear)}
 
 
 # ---- policies -----------------------------------------------------------------------------------
@@ -178,8 +188,9 @@ def _policy_view(p: ir.PolicyIR) -> dict:
     value = " * ".join(([str(const)] if const != 1 or not exprs else []) + exprs)
     desc = ", ".join(f"{ax}: {_describe(d)}" for d, ax, E in zip(p.dims, AXES, p.producer_extent)
                      if E > 1) or "a single tile"
-    return {"struct": p.struct_name, "num_sems": p.num_sems, "sem": _sum(terms), "value": value,
-            "comment": f"{p.name}: {desc}"}
+    sem = _sum(terms)
+    return {"struct": p.struct_name, "num_sems": p.num_sems, "sem": sem, "value": value,
+            "comment": f"{p.name}: {desc}", "sem_arg": _arg("t", sem), "value_arg": _arg("t", value)}
 
 
 def _describe(d: ir.DimMap) -> str:
@@ -227,8 +238,11 @@ def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
         branches.append({"end": offset(), "lines": lines, "comment": ts.text,
                          "tile": ", ".join(cxx(e) for e in ts.index)})
     text = f"up to {prod.count} tiles" if terms else ("1 tile" if prod.count == 1 else f"{prod.count} tiles")
+    count = offset()
+    body = [count] + [x for b in branches for x in b["lines"] + [b["end"], b["tile"]]]
     return {"struct": f"{dep.name}_{prod.grid}_waits", "producer": prod.grid,
-            "count": offset(), "branches": branches, "count_text": text}
+            "count": count, "branches": branches, "count_text": text,
+            "count_arg": _arg("c", count), "tile_arg": _arg("c", *body)}
 
 
 def header(program: ir.ProgramIR, namespace: str | None = None) -> str:
