@@ -7,11 +7,13 @@ This is the only module that imports jinja2.
 from __future__ import annotations
 
 import functools
+import io
 import json
 
 import jinja2
+import numpy as np
 
-from cusyncgen import ir
+from cusyncgen import ir, limits
 
 AXES = ir.AXES
 
@@ -136,26 +138,12 @@ def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
 # ---- policies -----------------------------------------------------------------------------------
 
 def _coord(d: ir.DimMap, ax: str) -> str:
-    if d.kind == "tile":
-        return f"t.{ax}"
-    if d.kind == "all":
-        return ""
-    if d.kind == "mod":
-        return f"t.{ax} % {d.param}"
-    return f"t.{ax} / {d.param}"
+    return d.row.cxx(ax, d.param)
 
 
 def _group(d: ir.DimMap, ax: str, E: int):
     """Group size of one dim: an int or a C++ expression."""
-    if d.kind == "tile":
-        return 1
-    if d.kind == "all":
-        return E
-    if d.kind == "mod":
-        s = d.param
-        return E // s if E % s == 0 else f"({E // s} + (t.{ax} % {s} < {E % s} ? 1 : 0))"
-    k = d.param
-    return k if E % k == 0 else f"(t.{ax} / {k} < {E // k} ? {k} : {E % k})"
+    return d.row.cxx_group(ax, E, d.param)
 
 
 def _policy_view(p: ir.PolicyIR) -> dict:
@@ -183,9 +171,7 @@ def _policy_view(p: ir.PolicyIR) -> dict:
 
 
 def _describe(d: ir.DimMap) -> str:
-    return {"tile": "one semaphore per tile", "all": "one semaphore for the whole dim",
-            "mod": f"tiles t % {d.param} share a semaphore",
-            "div": f"tiles t / {d.param} share a semaphore"}[d.kind]
+    return d.row.describe(d.param)
 
 
 # ---- waits --------------------------------------------------------------------------------------
@@ -255,27 +241,93 @@ def header(program: ir.ProgramIR, namespace: str | None = None) -> str:
 
 
 # ---- JSON views ---------------------------------------------------------------------------------
+# Streamed: written to a file object block by block (ir.CHUNK rows at a time), byte for byte what
+# json.dumps gives for the whole document. Each first checks the size guard (limits.py).
 
-def deps_json(program: ir.ProgramIR) -> str:
+def write_deps_json(program: ir.ProgramIR, out, max_edges: int | None = None) -> None:
+    """``{"grids": {name: [X, Y, Z]}, "edges": [[consumer, [x, y, z], producer, [x, y, z]], ...]}``
+    with the edges of ``program.edges()`` (sorted, deduplicated)."""
+    limits.check_edges(program, max_edges)
     grids = {g.name: list(g.extent) for g in program.grids}
-    edges = [[c, list(ct), p, list(pt)] for c, ct, p, pt in program.edges()]
-    return json.dumps({"grids": grids, "edges": edges}) + "\n"
+    out.write('{"grids": ' + json.dumps(grids) + ', "edges": [')
+    first = True
+    for consumer, producers, rows in program.edge_blocks():
+        if not len(rows):
+            continue
+        c = _pct(json.dumps(consumer))
+        rowfmt = np.array([f', [{c}, [%d, %d, %d], {_pct(json.dumps(p))}, [%d, %d, %d]]'
+                           for p in producers], dtype=object)
+        fmt = "".join(rowfmt[rows[:, 3]].tolist())
+        text = fmt % tuple(rows[:, [0, 1, 2, 4, 5, 6]].ravel().tolist())
+        out.write(text[2:] if first else text)
+        first = False
+    out.write("]}\n")
 
 
-def policies_json(program: ir.ProgramIR) -> str:
-    out = []
-    for p in program.policies:
-        tiles = [[list(t), p.sem(t), p.value(t)] for t in ir.product_tiles(p.producer_extent)]
-        out.append({"dep": p.dep, "consumer": p.consumer, "producer": p.producer,
-                    "name": p.name, "num_sems": p.num_sems, "tiles": tiles})
-    return json.dumps({"policies": out}) + "\n"
+def write_policies_json(program: ir.ProgramIR, out, max_edges: int | None = None) -> None:
+    """``{"policies": [{"dep", "consumer", "producer", "name", "num_sems", "tiles": [[[x, y, z],
+    sem, value], ...]}, ...]}``, the tiles of each producer grid in lexicographic order."""
+    limits.check_tiles(program, max_edges, [program.grid(p.producer) for p in program.policies])
+    out.write('{"policies": [')
+    for n, p in enumerate(program.policies):
+        head = json.dumps({"dep": p.dep, "consumer": p.consumer, "producer": p.producer,
+                           "name": p.name, "num_sems": int(p.num_sems)})
+        out.write((", " if n else "") + head[:-1] + ', "tiles": [')
+        total = _num(p.producer_extent)
+        for start in range(0, total, ir.CHUNK):
+            x, y, z = ir.lexicographic(np.arange(start, min(start + ir.CHUNK, total),
+                                                 dtype=np.int64), p.producer_extent)
+            cols = np.stack([x, y, z, p.sem_np(x, y, z), p.value_np(x, y, z)], axis=1)
+            text = ", [[%d, %d, %d], %d, %d]" * len(cols) % tuple(cols.ravel().tolist())
+            out.write(text[2:] if start == 0 else text)
+        out.write("]}")
+    out.write("]}\n")
 
 
-def order_json(program: ir.ProgramIR) -> str:
-    orders = {o.grid: [list(o.tile(i)) for i in range(o.num_tiles)] for o in program.orders}
-    return json.dumps({"orders": orders}) + "\n"
+def write_order_json(program: ir.ProgramIR, out, max_edges: int | None = None) -> None:
+    """``{"orders": {grid: [[x, y, z], ...]}}``: each grid's tiles in processing order."""
+    limits.check_tiles(program, max_edges, [program.grid(o.grid) for o in program.orders])
+    out.write('{"orders": {')
+    for n, o in enumerate(program.orders):
+        out.write((", " if n else "") + json.dumps(o.grid) + ": [")
+        for start in range(0, o.num_tiles, ir.CHUNK):
+            x, y, z = o.tile(np.arange(start, min(start + ir.CHUNK, o.num_tiles), dtype=np.int64))
+            cols = np.stack(np.broadcast_arrays(x, y, z), axis=1)
+            text = ", [%d, %d, %d]" * len(cols) % tuple(cols.ravel().tolist())
+            out.write(text[2:] if start == 0 else text)
+        out.write("]")
+    out.write("}}\n")
 
 
+def deps_json(program: ir.ProgramIR, max_edges: int | None = None) -> str:
+    """:func:`write_deps_json` as a string."""
+    return _to_string(write_deps_json, program, max_edges)
+
+
+def policies_json(program: ir.ProgramIR, max_edges: int | None = None) -> str:
+    """:func:`write_policies_json` as a string."""
+    return _to_string(write_policies_json, program, max_edges)
+
+
+def order_json(program: ir.ProgramIR, max_edges: int | None = None) -> str:
+    """:func:`write_order_json` as a string."""
+    return _to_string(write_order_json, program, max_edges)
+
+
+def _to_string(writer, program: ir.ProgramIR, max_edges) -> str:
+    buf = io.StringIO()
+    writer(program, buf, max_edges)
+    return buf.getvalue()
+
+
+def _pct(text: str) -> str:
+    """``text`` inside a %-format string."""
+    return text.replace("%", "%%")
+
+
+def _num(extent: tuple) -> int:
+    X, Y, Z = extent
+    return X * Y * Z
 
 
 def render_template(name: str, **context) -> str:
