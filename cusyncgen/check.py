@@ -135,28 +135,29 @@ def _wait_problems(program: ir.ProgramIR, d: ir.DepIR, p: ir.ProducerIR):
             return
 
 
-def check(program: ir.ProgramIR) -> None:
-    """Raise SoundnessError listing the violations, if any."""
-    found = problems(program)
+def check(program: ir.ProgramIR, max_edges: int | None = None) -> None:
+    """Raise SoundnessError listing the violations, if any (TooLargeError: see problems)."""
+    found = problems(program, max_edges=max_edges)
     if found:
         raise SoundnessError("unsound program:\n  " + "\n  ".join(found))
 
 
 def main(argv=None) -> int:
-    from cusyncgen.cli import _param, compile_file, params_of
+    from cusyncgen.cli import _param, add_max_edges, compile_file, params_of
 
     p = argparse.ArgumentParser(prog="cusyncgen check",
                                 description="Prove the generated orders and policies sound by "
                                             "exhaustive enumeration for the given sizes.")
     p.add_argument("file", metavar="FILE.dep", help="the .dep program ('-' = stdin)")
     p.add_argument("-D", dest="params", action="append", type=_param, metavar="NAME=VALUE")
+    add_max_edges(p)
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
     try:
         prog = compile_file(args.file, params_of(args.params)).program
-        check(prog)
+        check(prog, args.max_edges)
     except CusyncError as e:
         print(str(e), file=sys.stderr)
         return 1

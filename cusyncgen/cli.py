@@ -37,6 +37,25 @@ def _param(text: str) -> tuple:
         raise argparse.ArgumentTypeError(f"-D {name}: '{value}' is not an integer") from None
 
 
+def max_edges_arg(text: str) -> int:
+    try:
+        n = int(text.replace("_", ""))
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"--max-edges: '{text}' is not a positive integer")
+    return n
+
+
+def add_max_edges(p: argparse.ArgumentParser) -> None:
+    """The size guard's flag (limits.py), for every command that enumerates tiles."""
+    from cusyncgen import limits
+
+    p.add_argument("--max-edges", type=max_edges_arg, metavar="N", default=None,
+                   help="refuse programs with more than N (consumer tile, producer tile) edges or "
+                        f"a grid of more than N tiles (default {limits.DEFAULT_MAX_EDGES:_})")
+
+
 def params_of(pairs) -> dict:
     return dict(pairs or [])
 
@@ -90,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=("header", "deps", "policies", "order"), default="header",
                    help="what to print (default: header)")
     p.add_argument("--namespace", help="C++ namespace of the header (default: the file stem)")
+    add_max_edges(p)
     p.add_argument("--includes", action="store_true",
                    help="print the -I flags to compile code that includes the header")
     p.add_argument("--version", action="version", version=f"cusyncgen {cusyncgen.__version__}")
@@ -143,25 +163,24 @@ def main(argv=None) -> int:
         from cusyncgen import emit
 
         if args.emit == "header":
-            out = compiled.header
-        elif args.emit == "deps":
-            out = emit.deps_json(compiled.program)
-        elif args.emit == "policies":
-            out = emit.policies_json(compiled.program)
+            chunks = [compiled.header]
+        else:  # streamed; the size guard refuses before any output
+            chunks = emit.JSON_VIEWS[args.emit](compiled.program, args.max_edges)
+        if args.output and args.output != "-":
+            try:
+                with open(args.output, "w") as f:
+                    for text in chunks:
+                        f.write(text)
+            except OSError as e:
+                print(f"cusyncgen: error: cannot write {args.output}: {e.strerror or e}",
+                      file=sys.stderr)
+                return 1
         else:
-            out = emit.order_json(compiled.program)
+            for text in chunks:
+                sys.stdout.write(text)
     except CusyncError as e:
         print(str(e), file=sys.stderr)
         return 1
-    if args.output and args.output != "-":
-        try:
-            Path(args.output).write_text(out)
-        except OSError as e:
-            print(f"cusyncgen: error: cannot write {args.output}: {e.strerror or e}",
-                  file=sys.stderr)
-            return 1
-    else:
-        sys.stdout.write(out)
     return 0
 
 

@@ -647,9 +647,10 @@ class ProgramIR:
         return sorted(out)
 
     def edge_blocks(self, chunk: int = CHUNK) -> Iterator[tuple]:
-        """:meth:`edges` in blocks, in the same order: ``(consumer, producers, rows)`` with
-        ``producers`` the sorted producer grid names of that consumer and ``rows`` an (n, 7) int64
-        array ``[cx, cy, cz, index into producers, px, py, pz]``; about ``chunk`` rows a block."""
+        """:meth:`edges` in blocks, in the same order: ``(consumer, producers, cols)`` with
+        ``producers`` the sorted producer grid names of that consumer and ``cols`` seven int64
+        arrays ``cx, cy, cz, p, px, py, pz`` (``p`` indexes ``producers``); about ``chunk``
+        edges a block."""
         by_consumer: dict = {}
         for d in self.deps:
             for p in d.producers:
@@ -672,7 +673,7 @@ class ProgramIR:
                 t = np.concatenate(tiles)
                 cid, r, px, py, pz = _sorted_unique([np.concatenate(cids), np.concatenate(ranks),
                                                      t[:, 0], t[:, 1], t[:, 2]])
-                yield cname, names, np.stack([cx[cid], cy[cid], cz[cid], r, px, py, pz], axis=1)
+                yield cname, names, (cx[cid], cy[cid], cz[cid], r, px, py, pz)
 
 
 def _sorted_unique(cols: list) -> list:
@@ -685,16 +686,18 @@ def _sorted_unique(cols: list) -> list:
     total = 1
     for s_ in span:
         total *= s_
-    if total < _INT64_SAFE:  # one mixed-radix key: a single sort
+    if total < _INT64_SAFE:  # one mixed-radix key
         key = np.zeros(len(cols[0]), dtype=np.int64)
         for c, l, s_ in zip(cols, lo, span):
-            key = key * s_ + (c - l)
-        key = np.unique(key)
-        out = []
-        for l, s_ in zip(reversed(lo), reversed(span)):
-            out.append(key % s_ + l)
-            key = key // s_
-        return out[::-1]
+            key *= s_
+            key += c - l
+        if not np.all(key[1:] > key[:-1]):  # often enumerated in order already
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            keep = np.ones(len(key), dtype=bool)
+            keep[1:] = key[1:] != key[:-1]
+            cols = [c[order[keep]] for c in cols]
+        return cols
     order = np.lexsort(cols[::-1])
     rows = np.stack(cols, axis=1)[order]
     keep = np.ones(len(rows), dtype=bool)
