@@ -646,11 +646,12 @@ class ProgramIR:
                         out.add((d.consumer, c, p.grid, t))
         return sorted(out)
 
-    def edge_blocks(self, chunk: int = CHUNK) -> Iterator[tuple]:
+    def edge_blocks(self, chunk: Optional[int] = None) -> Iterator[tuple]:
         """:meth:`edges` in blocks, in the same order: ``(consumer, producers, cols)`` with
         ``producers`` the sorted producer grid names of that consumer and ``cols`` seven int64
         arrays ``cx, cy, cz, p, px, py, pz`` (``p`` indexes ``producers``); about ``chunk``
-        edges a block."""
+        (default CHUNK) edges a block."""
+        chunk = CHUNK if chunk is None else chunk
         by_consumer: dict = {}
         for d in self.deps:
             for p in d.producers:

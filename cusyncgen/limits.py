@@ -73,6 +73,8 @@ def _edge_terms(program) -> list:
         g = program.grid(d.consumer)
         for p in d.producers:
             n = g.num_tiles * p.count
+            upto = "up to " if any(ts.variable for ts in p.tilesets) else ""
+            tiles = "tile" if p.count == 1 else "tiles"
             out.append((f"dep {d.name}: {g.num_tiles:,} tiles of '{d.consumer}', each waiting on "
-                        f"up to {p.count:,} tiles of '{p.grid}'", n))
+                        f"{upto}{p.count:,} {tiles} of '{p.grid}'", n))
     return out
