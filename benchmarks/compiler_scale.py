@@ -119,12 +119,14 @@ def machine() -> dict:
             "system": f"{platform.system()} {platform.machine()}"}
 
 
-def measure(tree: Path, timeout: float, mem_gb: float) -> dict:
+def measure(tree: Path, timeout: float, mem_gb: float, only=None) -> dict:
     rows = []
     with tempfile.TemporaryDirectory() as d:
         scratch = Path(d)
         (scratch / "big.dep").write_text(BIG)
         for name, note, argv in CASES:
+            if only and name not in only:
+                continue
             load = os.getloadavg()[0]
             limit = min(timeout, REFUSAL_TIMEOUT) if "{big}" in argv else timeout
             res = run_case(tree, argv, limit, int(mem_gb * (1 << 30)), scratch)
@@ -189,6 +191,8 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", help="the tree's commit (default: git rev-parse HEAD of --tree)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a case may run (default 300)")
     ap.add_argument("--memory-gb", type=float, default=8.0, help="address-space limit a case (default 8)")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help="run only the case NAME (repeatable); the label's other cases are kept")
     ap.add_argument("--md-only", action="store_true", help="only regenerate the md from the json")
     args = ap.parse_args(argv)
     path = RESULTS / "compiler-scale.json"
@@ -199,8 +203,17 @@ def main(argv=None) -> int:
             r = subprocess.run(["git", "-C", str(args.tree), "rev-parse", "--short", "HEAD"],
                                capture_output=True, text=True)
             commit = r.stdout.strip() or "?"
-        run = measure(args.tree.resolve(), args.timeout, args.memory_gb)
+        run = measure(args.tree.resolve(), args.timeout, args.memory_gb, args.only)
         run["commit"] = commit
+        old = data["runs"].get(args.label)
+        if args.only and old:   # keep the label's other cases, in CASES order
+            for c in old["cases"]:
+                c.setdefault("timeout_s", old["timeout_s"])
+            for c in run["cases"]:
+                c["timeout_s"] = run["timeout_s"]
+            new = {c["name"]: c for c in old["cases"] + run["cases"]}
+            old["cases"] = [new[n] for n, _, _ in CASES if n in new]
+            run = old
         data["runs"][args.label] = run
         RESULTS.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1) + "\n")

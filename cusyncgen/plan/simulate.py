@@ -241,43 +241,42 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     woken: set = set()   # stages whose launch-gap wake-up is scheduled (stream mode)
     push, pop = heapq.heappush, heapq.heappop
 
-    def ready_steps(b: _Block) -> tuple[int, int, int]:
-        """(steps ready to run now, how many of them wait on a semaphore, the index in
-        b.steps.pos of the first that cannot run)"""
-        st = b.steps
-        pos, keys = st.pos, st.keys
-        j, m = b.sp, st.hi
-        if st.single:
-            while j < m:
-                if need[keys[j]] > 0:
-                    return pos[j] - b.step, j - b.sp, j
-                j += 1
-        else:
-            while j < m:
-                for k in keys[j]:
-                    if need[k] > 0:
-                        return pos[j] - b.step, j - b.sp, j
-                j += 1
-        return st.n - b.step, m - b.sp, m
-
     def advance(b: _Block) -> None:
-        """Run as many ready steps as possible, or park the block on its first unposted semaphore."""
+        """Run as many ready steps as possible (up to the first whose semaphores are not all
+        posted), or park the block on its first unposted semaphore."""
         nonlocal seq, waiting
-        nsteps = b.steps.n
+        st = b.steps
+        nsteps = st.n
         if nsteps == 0:
             push(events, (now + b.dur, seq, b))
             seq += 1
             return
-        n, synced, j = ready_steps(b)
-        if n == 0:
-            st = b.steps
-            for k in (st.keys[j],) if st.single else st.keys[j]:
-                if need[k] > 0:
-                    waiters.setdefault(k, []).append(b)
+        pos, keys = st.pos, st.keys
+        j, m = b.sp, st.hi
+        blocked = None   # (the first unposted semaphore when j < m)
+        if st.single:
+            while j < m:
+                if need[keys[j]] > 0:
+                    blocked = keys[j]
                     break
+                j += 1
+        else:
+            while j < m:
+                unposted = [k for k in keys[j] if need[k] > 0]
+                if unposted:
+                    blocked = unposted[0]
+                    break
+                j += 1
+        n = (pos[j] if j < m else nsteps) - b.step
+        if n == 0:   # park on the semaphore
+            if blocked in waiters:
+                waiters[blocked].append(b)
+            else:
+                waiters[blocked] = [b]
             b.since = now
             waiting += 1
             return
+        synced = j - b.sp
         b.step += n
         b.sp = j
         push(events, (now + b.dur * n / nsteps + stages[b.stage].wait_cost * synced, seq, b))
