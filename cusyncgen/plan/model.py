@@ -186,18 +186,22 @@ def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, mode
 def _steps(sync: tuple, keys: list, model: str) -> list:
     """Per consumer tile, its Steps (or () with none) from the sync points of its deps."""
     pieces, nsteps = sync
-    tile = np.concatenate([p[0] for p in pieces])
-    order = np.argsort(tile, kind="stable") if len(pieces) > 1 else np.arange(len(tile))
-    # (by tile; within one, by dep, then by position: one dep's pieces are in that order)
-    bounds = np.searchsorted(tile[order], np.arange(len(nsteps) + 1)).tolist()
-    ids = np.concatenate([p[2] for p in pieces])[order]
+    if len(pieces) == 1:   # one dep: its sync points are by tile, then by position already
+        tile, pos, ids = pieces[0]
+    else:                  # by tile; within one, by dep, then by position
+        tile = np.concatenate([p[0] for p in pieces])
+        order = np.argsort(tile, kind="stable")
+        tile = tile[order]
+        pos = np.concatenate([p[1] for p in pieces])[order]
+        ids = np.concatenate([p[2] for p in pieces])[order]
+    bounds = np.searchsorted(tile, np.arange(len(nsteps) + 1)).tolist()
     n = nsteps.tolist()
     if model == "block":   # every semaphore in one step, in the order of their (dep, sem) text
         rank = {k: r for r, k in enumerate(sorted(range(len(keys)), key=lambda k: repr(keys[k])))}
         ids = ids.tolist()
         return [Steps(1, (0,), (sorted(set(ids[a:b]), key=rank.__getitem__),)) if n[c] else ()
                 for c, (a, b) in enumerate(zip(bounds, bounds[1:]))]
-    pos = _int_array(np.concatenate([p[1] for p in pieces])[order])
+    pos = _int_array(pos)
     ids = _int_array(ids)
     return [Steps(n[c], pos, ids, a, b, single=True) if n[c] else ()
             for c, (a, b) in enumerate(zip(bounds, bounds[1:]))]
