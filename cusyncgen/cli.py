@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import importlib.util
 import sys
 from pathlib import Path
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="what to print (default: header)")
     p.add_argument("--namespace", type=cliutil.namespace,
                    help="C++ namespace of the header (default: the file stem)")
+    cliutil.add_max_edges(p)
     p.add_argument("--includes", action="store_true",
                    help="print the -I flags to compile code that includes the header")
     p.add_argument("--version", action="version", version=f"cusyncgen {cusyncgen.__version__}")
@@ -96,12 +98,9 @@ def _header(args) -> int:
 
     if args.emit == "header":
         out = compiled.header
-    elif args.emit == "deps":
-        out = emit.deps_json(compiled.program)
-    elif args.emit == "policies":
-        out = emit.policies_json(compiled.program)
-    else:
-        out = emit.order_json(compiled.program)
+    else:  # streamed; the size guard refuses before the first chunk, so before any output
+        chunks = iter(emit.JSON_VIEWS[args.emit](compiled.program, args.max_edges))
+        out = itertools.chain([next(chunks, "")], chunks)
     cliutil.write_output(out, args.output, "cusyncgen")
     return cliutil.EXIT_OK
 

@@ -194,3 +194,22 @@ def run(prog: str, parser: argparse.ArgumentParser, body, argv) -> int:
             print(e.render(prog), file=sys.stderr)
             rc = EXIT_ERROR
     return int(rc or 0)
+
+
+def max_edges_arg(text: str) -> int:
+    try:
+        n = int(text.replace("_", ""))
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"--max-edges: '{text}' is not a positive integer")
+    return n
+
+
+def add_max_edges(p: argparse.ArgumentParser) -> None:
+    """The size guard's flag (limits.py), for every command that enumerates tiles."""
+    from cusyncgen import limits
+
+    p.add_argument("--max-edges", type=max_edges_arg, metavar="N", default=None,
+                   help="refuse programs with more than N (consumer tile, producer tile) edges or "
+                        f"a grid of more than N tiles (default {limits.DEFAULT_MAX_EDGES:_})")

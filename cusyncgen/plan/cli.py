@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="kstep: a consumer waits before each producer tile it loads (default); "
                         "block: a consumer tile starts once all its producer tiles are posted")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--max-edges", type=_pos_int, default=None, metavar="N",
+                   help="refuse programs with more than N (consumer tile, producer tile) edges or a grid "
+                        "of more than N tiles (default: cusyncgen.limits.DEFAULT_MAX_EDGES)")
     p.add_argument("--paper", action="store_true", help="reproduce the paper's Tables I and IV (V100)")
     return p
 
@@ -136,7 +139,7 @@ def _main(args) -> int:
                               f"{res[2]} bytes of shared memory does not fit on one SM of {gpu.name}")
         occ[name] = n
     terms = _timing_terms(args, gpu)
-    return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms)
+    return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms, max_edges=args.max_edges)
 
 
 def _timing_terms(args, gpu) -> tuple[float, float, float]:
@@ -155,7 +158,8 @@ def _timing_terms(args, gpu) -> tuple[float, float, float]:
     return t.wait_cost_us, t.launch_gap_us, t.tail_skew
 
 
-def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0) -> int:
+def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0,
+               max_edges=None) -> int:
     import os
 
     from .adapter import AdapterError, spec_from_program
@@ -169,7 +173,8 @@ def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch
     cliutil.warn(compiled, PROG)
     try:
         spec = spec_from_program(program, occ, tt, source=os.path.basename(path)
-                                 + "".join(f" -D {k}={v}" for k, v in params.items()))
+                                 + "".join(f" -D {k}={v}" for k, v in params.items()),
+                                 max_edges=max_edges)
         plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile",
                          wait_cost=wait_cost, launch_gap=launch_gap, skew=skew)
     except (AdapterError, ValueError) as e:
