@@ -251,19 +251,30 @@ __device__ __forceinline__ void store_pairs(Epi epi, const Accum& accum, const C
 // contiguous 64 bytes (two full 32-byte sectors, where the pair stores fill half of each).
 // v0..v3 on entry: this thread's pairs of groups grp0 .. grp0 + 3; on exit: pairs 0..3 of group
 // grp0 + q (scalars, not an array: nothing may land in local memory).
+// The shuffles and the store are volatile asm: they stay in program order, so the compiler does not
+// hoist every block's shuffles ahead of the stores (which kept the whole fragment's exchanged pairs
+// live at once and spilled registers).
+__device__ __forceinline__ uint32_t shfl_xor_ordered(uint32_t v, int lane_mask) {
+  uint32_t r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(lane_mask));
+  return r;
+}
+__device__ __forceinline__ void st_global_v4(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 __device__ __forceinline__ void quad_transpose(uint32_t& v0, uint32_t& v1, uint32_t& v2, uint32_t& v3, int q) {
   // step 1 (lanes q, q ^ 2): exchange the pairs of groups g and g ^ 2 where bit 1 of g differs from q's
   {
     const bool hi = (q & 2) != 0;
-    const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? v0 : v2, 2);
-    const uint32_t r1 = __shfl_xor_sync(0xffffffffu, hi ? v1 : v3, 2);
+    const uint32_t r0 = shfl_xor_ordered(hi ? v0 : v2, 2);
+    const uint32_t r1 = shfl_xor_ordered(hi ? v1 : v3, 2);
     if (hi) { v0 = r0; v1 = r1; } else { v2 = r0; v3 = r1; }
   }
   // step 2 (lanes q, q ^ 1): the same with bit 0
   {
     const bool hi = (q & 1) != 0;
-    const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? v0 : v1, 1);
-    const uint32_t r2 = __shfl_xor_sync(0xffffffffu, hi ? v2 : v3, 1);
+    const uint32_t r0 = shfl_xor_ordered(hi ? v0 : v1, 1);
+    const uint32_t r2 = shfl_xor_ordered(hi ? v2 : v3, 1);
     if (hi) { v0 = r0; v2 = r2; } else { v1 = r0; v3 = r2; }
   }
 }
@@ -296,7 +307,7 @@ __device__ __forceinline__ void store_quads(const Accum& accum, const Coord& tCc
       __trap();
 #endif
     if (m < rows_left) {
-      *reinterpret_cast<uint4*>(C + static_cast<size_t>(m) * ldc + out_col(col0 + n)) = make_uint4(v0, v1, v2, v3);
+      st_global_v4(C + static_cast<size_t>(m) * ldc + out_col(col0 + n), v0, v1, v2, v3);
     }
   }
 }
