@@ -445,8 +445,20 @@ def main(argv=None) -> int:
 def finish(a, out_dir, name, rows, gemm_rows, failures, t_start) -> int:
     dev = name.replace(" ", "-").lower()
     path = out_dir / f"sm90-mlp-{dev}.json"
-    path.write_text(json.dumps({"device": name, "rows": rows, "gemm": gemm_rows, "failures": failures,
-                                "seconds": time.time() - t_start}, indent=1))
+    legend = {
+        "config": "sm90 <BMxBNxBK>[pp] [splitK<S1>/<S2>] [B1] [G2] [pair-store] <ordering>; stock/cuBLAS rows name "
+                  "themselves",
+        "pp": "ping-pong: two consumer warp groups on alternate 64-row tiles",
+        "splitK": "split-K counts of the first/second GeMM (GeMM alone: splitK<S>)",
+        "B1": "the first GeMM (producer) in the banded order (band1 = rows per band)",
+        "G2 / G": "the second GeMM (GeMM alone: the GeMM) in the grouped order",
+        "pair-store": "the epilogue's fp16-pair 4-byte stores; without it, the quad-transposed 16-byte stores",
+        "orderings": "StreamSync (stream order), PDL (PDL alone), <Policy>+PDL (PDL-launched consumer waiting on "
+                     "the policy's semaphores), <Policy> Chain (both GeMMs in one persistent launch)",
+        "ratio / vs_cublas": "cuBLAS time / ours (> 1: ours faster); vs_floor: floor time / ours",
+    }
+    path.write_text(json.dumps({"device": name, "legend": legend, "rows": rows, "gemm": gemm_rows,
+                                "failures": failures, "seconds": time.time() - t_start}, indent=1))
     # compact tables: the GeMMs alone, the best per shape, the GeMM target; the MLPs
     log("\n== sm90 GeMM alone (us; ratio = cuBLAS / ours) ==")
     for g in gemm_rows:
