@@ -280,7 +280,7 @@ __device__ __forceinline__ void quad_transpose(uint32_t& v0, uint32_t& v1, uint3
 }
 __device__ __forceinline__ uint32_t half2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 
-// Quad-transposed stores of a fragment: pair(i) gives the fp16 pair of flat index i (i even); only
+// Quad-transposed stores of a fragment: pair(i) gives the fp16 pair (bits) of flat index i (i even); only
 // the groups that keep(grp) are stored, out_col maps a tile column to C's column. Every thread of
 // the warp executes the shuffles (the predicate is on the store only). One flat, fully unrolled loop
 // over the (rest, h, 4-group block) triples: every fragment index is a compile-time constant.
@@ -296,8 +296,7 @@ __device__ __forceinline__ void store_quads(const Accum& accum, const Coord& tCc
     const int base0 = (j / (2 * B)) * V, h = (j % (2 * B)) / B, grp0 = 4 * (j % B);
     if (!keep(grp0)) continue;
     const int base = base0 + 2 * h + 4 * grp0;
-    uint32_t v0 = half2_bits(pair(base)), v1 = half2_bits(pair(base + 4)), v2 = half2_bits(pair(base + 8)),
-             v3 = half2_bits(pair(base + 12));
+    uint32_t v0 = pair(base), v1 = pair(base + 4), v2 = pair(base + 8), v3 = pair(base + 12);
     quad_transpose(v0, v1, v2, v3, q);
     const int m = get<0>(tCcD(base));
     const int n = get<1>(tCcD(base)) + 6 * q;  // get<1> is 8 grp0 + 2 q: group grp0 + q's first column
@@ -337,25 +336,41 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
   const int col0 = x * Cfg::BN;
   constexpr int V = decltype(size<0>(accum))::value;
   if (g.store == CUSYNC_SM90_STORE_QUAD) {
+    // First the fusion over the whole fragment into fp16 pairs (each fp32 accumulator dies as its
+    // pair is made, so the live registers shrink), then the exchanges and stores from the pairs.
+    // (Fusing inside the store loop kept four pairs' activations -- eight erf evaluations -- in
+    // flight at once and spilled registers.)
+    constexpr int F = decltype(size(accum))::value;
+    uint32_t h[F / 2] = {};
     auto all = [](int) { return true; };
     auto same = [](int c) { return c; };
+    auto from_h = [&](int i) { return h[i / 2]; };
     if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
       if constexpr (V % 64 == 0) {
         // g at flat index i, u at i + 32 (64 columns further); groups 0..7 of every 16 are g's.
-        auto pair = [&](int i) { return __floats2half2_rn(swiglu(accum(i), accum(i + 32)), swiglu(accum(i + 1), accum(i + 33))); };
-        store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, pair, [](int grp) { return grp % 16 < 8; },
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < F; i += 2) {
+          if (((i % V) / 4) % 16 < 8)
+            h[i / 2] = half2_bits(__floats2half2_rn(swiglu(accum(i), accum(i + 32)), swiglu(accum(i + 1), accum(i + 33))));
+        }
+        store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, [](int grp) { return grp % 16 < 8; },
                        [](int gc) { return (gc / 128) * 64 + (gc % 128); });
       }
-    } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH) {
-      store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0,
-                     [&](int i) { return __floats2half2_rn(gelu_tanh(accum(i)), gelu_tanh(accum(i + 1))); }, all, same);
-    } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF) {
-      store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0,
-                     [&](int i) { return __floats2half2_rn(gelu_erf(accum(i)), gelu_erf(accum(i + 1))); }, all, same);
-    } else {
-      store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0,
-                     [&](int i) { return __floats2half2_rn(accum(i), accum(i + 1)); }, all, same);
+      return;
     }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < F; i += 2) {
+      float a = accum(i), b = accum(i + 1);
+      if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH) {
+        a = gelu_tanh(a);
+        b = gelu_tanh(b);
+      } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF) {
+        a = gelu_erf(a);
+        b = gelu_erf(b);
+      }
+      h[i / 2] = half2_bits(__floats2half2_rn(a, b));
+    }
+    store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, all, same);
     return;
   }
   if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
