@@ -32,13 +32,13 @@ if [ "${SANITIZE:-1}" = 1 ]; then
       > "$OUT/sanitize-sm80-prebuild.log" 2>&1; echo "prebuild rc $?" >> "$OUT/sanitize-sm80-prebuild.log" ) &
   export SM80_PREBUILD_PID=$!
 fi
-timeout 90 $PY -m pytest -m gpu tests/test_gpu_sm90.py -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1
+timeout 60 $PY -m pytest -m gpu tests/test_gpu_sm90.py -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1
 echo "sm90 GPU tests: $(tail -1 "$OUT/tests.log")"
 # shellcheck disable=SC2086
-timeout 240 $PY benchmarks/sm90_mlp.py --out "$OUT" ${BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1
+timeout 230 $PY benchmarks/sm90_mlp.py --out "$OUT" ${BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1
 echo "bench rc $? ($((SECONDS - t_start)) s so far); log $OUT/bench.log"
 if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
-  timeout 60 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis -k regex:'sync_gemm|device_kernel' -c 3 \
+  timeout 45 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis -k regex:'sync_gemm|device_kernel' -c 3 \
     $PY benchmarks/sm90_profile.py --model gpt3 --gemm 2 --M 2048 --config 128x256x64 --order grouped --store both \
     --stock 128x256x64 > "$OUT/ncu.txt" 2>&1
   echo "ncu rc $? ($((SECONDS - t_start)) s so far); $OUT/ncu.txt (kernels: ours quad-store, ours pair-store, stock)"
