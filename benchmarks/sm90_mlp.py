@@ -128,11 +128,17 @@ def floor_us(model: sm90.Model, M: int, bw: float) -> float:
     return max(flops / (PEAK_TFLOPS * 1e12), byts / bw) * 1e6
 
 
-def variants(configs, orderings, policies, model, M, grouped2=("off", "on")):
-    """(config, ordering, policy, splits, grouped2) of every MLP variant at this M: each config and
-    ordering (with each policy where it synchronizes), with the second GeMM in the compiler's order
-    and in the grouped order, and, where auto_splits splits a GeMM at this M, the same with split-K."""
+BANDED_MIN_M = 512  # below, a wave covers the first GeMM's rows: the banded order changes little
+
+
+def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), banded1=("off", "on")):
+    """(config, ordering, policy, splits, grouped2, banded1) of every MLP variant at this M: each
+    config and ordering (with each policy where it synchronizes), with the second GeMM in the
+    compiler's order and in the grouped order, the first GeMM in the compiler's order and (M >=
+    BANDED_MIN_M) in the banded order, and, where auto_splits splits a GeMM at this M, the same with
+    split-K."""
     out = []
+    b1s = [b == "on" for b in banded1 if b == "off" or M >= BANDED_MIN_M]
     for c in configs:
         if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
             continue
@@ -140,10 +146,11 @@ def variants(configs, orderings, policies, model, M, grouped2=("off", "on")):
         if sm90.mlp_splits(model.name, M, c, "auto") != (1, 1):
             splits.append("auto")
         for sp in splits:
-            for g2 in grouped2:
-                for o in orderings:
-                    for p in ((None,) if o in ("stream", "pdl") else policies):
-                        out.append((c, o, p, sp, g2 == "on"))
+            for b1 in b1s:
+                for g2 in grouped2:
+                    for o in orderings:
+                        for p in ((None,) if o in ("stream", "pdl") else policies):
+                            out.append((c, o, p, sp, g2 == "on", b1))
     return out
 
 
@@ -157,10 +164,12 @@ def gemm_order(config, M, N, K, order):
     return sm90.row_major_order(X, Y)
 
 
-def gemm_variants(configs, stock_configs, M, N, K):
-    """(label, kind, config, order, splits / cluster) of the GeMM-alone rows: every sm90 config in the
-    row-major order and the grouped order, split-K 2, 4 and auto_splits' choice where the tiles do
-    not fill the SMs, and the stock CUTLASS references (cluster 1x1 and 2x1)."""
+def gemm_variants(configs, stock_configs, M, N, K, stores=("quad", "pair")):
+    """(label, kind, config, order, splits / cluster, store) of the GeMM-alone rows: every sm90
+    config in the row-major order and the grouped order, split-K 2, 4 and auto_splits' choice where
+    the tiles do not fill the SMs, each with the quad-transposed 16-byte stores (the default) and,
+    without split-K, also with the fp16-pair stores (label "pair-store", the A/B of the epilogue);
+    and the stock CUTLASS references (cluster 1x1 and 2x1)."""
     out = []
     for c in configs:
         bm, bn, bk = sm90.tile_dims(c)
@@ -174,12 +183,15 @@ def gemm_variants(configs, stock_configs, M, N, K):
                 splits |= {2, 4, sm90.auto_splits(tiles, K // bk)}
             for S in sorted(splits):
                 label = f"sm90 {c}" + (" G" if order == "grouped" else "") + (f" splitK{S}" if S > 1 else "")
-                out.append((label, "sm90", c, order, S))
+                for st in stores:
+                    if st != "quad" and S > 1:
+                        continue
+                    out.append((label + ("" if st == "quad" else f" {st}-store"), "sm90", c, order, S, st))
     for c in stock_configs:
         if N % sm90.tile_dims(c)[1]:
             continue
         for cm in (1, 2):
-            out.append((f"stock {c} c{cm}x1", "stock", c, "heuristic", cm))
+            out.append((f"stock {c} c{cm}x1", "stock", c, "heuristic", cm, None))
     return out
 
 
@@ -197,6 +209,10 @@ def main(argv=None) -> int:
     ap.add_argument("--stress-M", default="256", help="M list for the stress mode ('' to skip)")
     ap.add_argument("--grouped2", default="off,on",
                     help="the second GeMM's order: off (the compiler's), on (grouped_order), or both")
+    ap.add_argument("--banded1", default="off,on",
+                    help="the first GeMM's order: off (the compiler's), on (banded_order, at M >= 512), or both")
+    ap.add_argument("--gemm-stores", default="quad,pair",
+                    help="epilogue stores of the GeMM-alone rows: quad (16-byte), pair (fp16 pairs), or both")
     ap.add_argument("--stock", default=None, help="stock CUTLASS reference tiles (default: every one of the library)")
     ap.add_argument("--stress-launches", type=int, default=1000)
     ap.add_argument("--stress-replays", type=int, default=100)
@@ -230,24 +246,25 @@ def main(argv=None) -> int:
             Mmax = max(Ms + stress_Ms)
             buf = Buffers(model, Mmax, seed=1234)
             g2s = a.grouped2.split(",")
+            b1s = a.banded1.split(",")
             runners = {}
             broken = set()  # variants that failed a check: neither stressed nor timed
 
-            def runner(M, c, o, p, sp, g2):
-                key = (M, c, o, p, sp, g2)
+            def runner(M, c, o, p, sp, g2, b1):
+                key = (M, c, o, p, sp, g2, b1)
                 if key not in runners:
                     runners[key] = sm90.MlpRunner(model_name, M, o, p, c, buf.Xs.data_ptr(), buf.W1.data_ptr(),
                                                   buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
-                                                  timeout_ns=timeout_ns, splits=sp, grouped2=g2)
+                                                  timeout_ns=timeout_ns, splits=sp, grouped2=g2, banded1=b1)
                 return runners[key]
 
             # ---- (a) correctness
             for M in Ms:
                 buf.Xs[:M].copy_(buf.X[:M])
                 Yref, Zref = buf.reference(buf.Xs[:M])
-                for v in variants(configs, orderings, policies, model, M, g2s):
-                    c, o, p, sp, g2 = v
-                    label = f"{model_name} M={M} {c} {o} {p or ''} {sp}{' G2' if g2 else ''}"
+                for v in variants(configs, orderings, policies, model, M, g2s, b1s):
+                    c, o, p, sp, g2, b1 = v
+                    label = f"{model_name} M={M} {c} {o} {p or ''} {sp}{' B1' if b1 else ''}{' G2' if g2 else ''}"
                     try:
                         r = runner(M, *v)
                         buf.Y.fill_(float("nan"))
@@ -279,12 +296,13 @@ def main(argv=None) -> int:
                 _, Za = buf.reference(buf.X[:M])
                 _, Zb = buf.reference(buf.X2[:M])
                 scale = float(Za.pow(2).mean().sqrt())
-                for v in variants(configs, orderings, policies, model, M, g2s):
-                    c, o, p, sp, g2 = v
-                    # the synchronized orderings (the second GeMM's order changes nothing they synchronize)
+                for v in variants(configs, orderings, policies, model, M, g2s, b1s):
+                    c, o, p, sp, g2, b1 = v
+                    # the synchronized orderings (the second GeMM's order changes nothing they synchronize;
+                    # the first GeMM's banded order changes when the waits are satisfied: stressed too)
                     if o not in ("pdl+policy", "chain") or g2 or (M, v) in broken:
                         continue
-                    label = f"stress {model_name} M={M} {c} {o} {p} {sp}{' G2' if g2 else ''}"
+                    label = f"stress {model_name} M={M} {c} {o} {p} {sp}{' B1' if b1 else ''}{' G2' if g2 else ''}"
                     try:
                         r = runner(M, *v)
                         bad = torch.zeros((), dtype=torch.int64, device="cuda")
@@ -356,7 +374,8 @@ def main(argv=None) -> int:
                         log(f"gemm {model_name} M={M} gemm{gi} cuBLAS: ERROR {e}")
                         continue
                     ref = torch.matmul(A[:M].float(), B.float().t())
-                    for label, kind, c, order, S in gemm_variants(configs, stock_configs, M, N, K):
+                    for label, kind, c, order, S, st in gemm_variants(configs, stock_configs, M, N, K,
+                                                                      a.gemm_stores.split(",")):
                         try:
                             if kind == "stock":
                                 def fn(c=c, cm=S):
@@ -366,7 +385,7 @@ def main(argv=None) -> int:
                             else:
                                 od = gemm_order(c, M, N, K, order)
                                 plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), buf.G.data_ptr(), M, N, K,
-                                                                    c, order=od, splits=S)])
+                                                                    c, order=od, splits=S, store=sm90.STORES[st])])
                                 fn = (lambda plan=plan: plan.launch(stream_handle()))
                                 grid = plan.grid
                             Gv.fill_(float("nan"))
@@ -379,7 +398,7 @@ def main(argv=None) -> int:
                                 failures.append(f"gemm {model_name} M={M} gemm{gi} {label}")
                             gemm_rows.append({"model": model_name, "M": M, "gemm": gi, "N": N, "K": K,
                                               "kernel": "sm90" if kind == "sm90" else "stock-cutlass",
-                                              "config": label, "ours_us": t, "cublas_us": tc,
+                                              "config": label, "store": st, "ours_us": t, "cublas_us": tc,
                                               "ratio": tc / t, "rel_err": e, "grid": grid, "ok": ok})
                             log(f"gemm {model_name} M={M} gemm{gi} {label}: {t:.1f} us, cuBLAS {tc:.1f} us, "
                                 f"{tc / t:.2f} of cuBLAS (rel err {e:.1e}, grid {grid}){'' if ok else ' FAIL'}")
@@ -397,8 +416,8 @@ def main(argv=None) -> int:
                 rows.append({"model": model_name, "M": M, "kernel": "cublas", "config": "cuBLAS+graph", "us": tcb})
                 rows.append({"model": model_name, "M": M, "kernel": "floor", "config": "floor", "us": fl})
                 log(f"mlp {model_name} M={M}: cuBLAS+graph {tcb:.1f} us, floor {fl:.1f} us")
-                for v in variants(configs, orderings, policies, model, M, g2s):
-                    c, o, p, sp, g2 = v
+                for v in variants(configs, orderings, policies, model, M, g2s, b1s):
+                    c, o, p, sp, g2, b1 = v
                     if (M, v) in broken:
                         continue
                     try:
@@ -407,12 +426,13 @@ def main(argv=None) -> int:
                         torch.cuda.synchronize()
                         r.check_debug()
                         rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "us": t,
-                                     "vs_cublas": tcb / t, "vs_floor": fl / t})
+                                     "vs_cublas": tcb / t, "vs_floor": fl / t,
+                                     "band1": getattr(r, "band1", None)})
                         log(f"mlp {model_name} M={M} {r.name}: {t:.1f} us ({tcb / t:.2f}x cuBLAS+graph, "
                             f"{fl / t:.2f} of floor)")
                     except Exception as e:  # noqa: BLE001
-                        log(f"mlp {model_name} M={M} {c} {o} {p} {sp} {g2}: ERROR {e}")
-                        failures.append(f"timing {model_name} M={M} {c} {o} {p} {sp} {g2}")
+                        log(f"mlp {model_name} M={M} {c} {o} {p} {sp} G2={g2} B1={b1}: ERROR {e}")
+                        failures.append(f"timing {model_name} M={M} {c} {o} {p} {sp} G2={g2} B1={b1}")
             runners.clear()
             del buf
             torch.cuda.empty_cache()
@@ -425,8 +445,20 @@ def main(argv=None) -> int:
 def finish(a, out_dir, name, rows, gemm_rows, failures, t_start) -> int:
     dev = name.replace(" ", "-").lower()
     path = out_dir / f"sm90-mlp-{dev}.json"
-    path.write_text(json.dumps({"device": name, "rows": rows, "gemm": gemm_rows, "failures": failures,
-                                "seconds": time.time() - t_start}, indent=1))
+    legend = {
+        "config": "sm90 <BMxBNxBK>[pp] [splitK<S1>/<S2>] [B1] [G2] [pair-store] <ordering>; stock/cuBLAS rows name "
+                  "themselves",
+        "pp": "ping-pong: two consumer warp groups on alternate 64-row tiles",
+        "splitK": "split-K counts of the first/second GeMM (GeMM alone: splitK<S>)",
+        "B1": "the first GeMM (producer) in the banded order (band1 = rows per band)",
+        "G2 / G": "the second GeMM (GeMM alone: the GeMM) in the grouped order",
+        "pair-store": "the epilogue's fp16-pair 4-byte stores; without it, the quad-transposed 16-byte stores",
+        "orderings": "StreamSync (stream order), PDL (PDL alone), <Policy>+PDL (PDL-launched consumer waiting on "
+                     "the policy's semaphores), <Policy> Chain (both GeMMs in one persistent launch)",
+        "ratio / vs_cublas": "cuBLAS time / ours (> 1: ours faster); vs_floor: floor time / ours",
+    }
+    path.write_text(json.dumps({"device": name, "legend": legend, "rows": rows, "gemm": gemm_rows,
+                                "failures": failures, "seconds": time.time() - t_start}, indent=1))
     # compact tables: the GeMMs alone, the best per shape, the issue's GeMM target; the MLPs
     log("\n== sm90 GeMM alone (us; ratio = cuBLAS / ours) ==")
     for g in gemm_rows:
@@ -445,10 +477,35 @@ def finish(a, out_dir, name, rows, gemm_rows, failures, t_start) -> int:
             best_ratios.append(b["ratio"])
         log(f"{k[0]:9s} gemm{k[1]} M={k[2]:5d} best {b['config']:28s} {b['ratio']:.2f}"
             + (f"   best stock {bs['config']:22s} {bs['ratio']:.2f}" if bs else ""))
+    targets = []
     if best_ratios:
         gm = math.exp(sum(math.log(r) for r in best_ratios) / len(best_ratios))
-        log(f"GeMM target (M >= 256): geomean {gm:.3f} of cuBLAS (>= 0.90 wanted), min {min(best_ratios):.2f} "
-            f"(>= 0.80 wanted)")
+        targets.append(f"GeMM target (M >= 256): geomean {gm:.3f} of cuBLAS (>= 0.90 wanted), "
+                       f"min {min(best_ratios):.2f} (>= 0.80 wanted)")
+    # the epilogue's A/B: the same config, order and shape with the quad-transposed 16-byte stores
+    # (default) and the fp16-pair stores
+    pair = {(g["model"], g["gemm"], g["M"], g["config"].removesuffix(" pair-store")): g
+            for g in gemm_rows if g.get("store") == "pair" and g["ok"]}
+    ab = []
+    for g in gemm_rows:
+        k = (g["model"], g["gemm"], g["M"], g["config"])
+        if g.get("store") == "quad" and g["ok"] and k in pair:
+            ab.append((k, pair[k]["ours_us"] / g["ours_us"]))
+    if ab:
+        log("\n== epilogue A/B: pair-store time / quad-store time (> 1: the 16-byte stores are faster) ==")
+        for model in sorted({k[0] for k, _ in ab}):
+            for gi in (1, 2):
+                sel = [(k, r) for k, r in ab if k[0] == model and k[1] == gi]
+                if not sel:
+                    continue
+                gmq = math.exp(sum(math.log(r) for _, r in sel) / len(sel))
+                big = [r for k, r in sel if k[2] >= 1024]
+                gmb = math.exp(sum(math.log(r) for r in big) / len(big)) if big else float("nan")
+                log(f"{model:9s} gemm{gi}: geomean {gmq:.3f} over {len(sel)} shapes x configs, {gmb:.3f} at M >= 1024, "
+                    f"min {min(r for _, r in sel):.3f}, max {max(r for _, r in sel):.3f}")
+        gma = math.exp(sum(math.log(r) for _, r in ab) / len(ab))
+        targets.append(f"epilogue A/B: pair-store / quad-store time geomean {gma:.3f} over {len(ab)} GeMM rows")
+    log_band_header = [False]
     log("\n== MLP (us; speed-up = cuBLAS+graph / ours) ==")
     keys = sorted({(r["model"], r["M"]) for r in rows if "us" in r})
     per_model = {}
@@ -468,14 +525,36 @@ def finish(a, out_dir, name, rows, gemm_rows, failures, t_start) -> int:
             line += f" best sync {bs['us']:8.1f} ({bs['config']}, {cb / bs['us']:.2f}x cuBLAS, {stream / bs['us']:.2f}x stream)"
             per_model.setdefault(k[0], []).append((k[1], cb / bs["us"], stream / bs["us"]))
         log(line)
+    # the producer order's A/B: the best synchronized time with the first GeMM banded (B1) and without
+    band_ab = []
+    for k in keys:
+        rs = [r for r in rows if (r["model"], r["M"]) == k and r.get("kernel") == "sm90" and "us" in r
+              and ("Sync+PDL" in r["config"] or "Chain" in r["config"])]
+        with_b = [r for r in rs if " B1" in r["config"]]
+        without = [r for r in rs if " B1" not in r["config"]]
+        if with_b and without:
+            bb, bn = min(with_b, key=lambda r: r["us"]), min(without, key=lambda r: r["us"])
+            band_ab.append((k, bn["us"] / bb["us"]))
+            if not log_band_header[0]:
+                log("\n== producer order A/B: best sync without B1 / best sync with B1 (> 1: the banded order helps) ==")
+                log_band_header[0] = True
+            log(f"{k[0]:9s} M={k[1]:5d} without {bn['us']:8.1f} ({bn['config']})  with {bb['us']:8.1f} "
+                f"({bb['config']}, band {bb.get('band1')} rows)  ratio {bn['us'] / bb['us']:.3f}")
+    if band_ab:
+        targets.append("banded producer A/B: " + ", ".join(f"{k[0]} M={k[1]} {r:.3f}" for k, r in band_ab))
     for model, vals in per_model.items():
         ge = [v for v in vals if v[0] >= 128]
         gm = math.exp(sum(math.log(v[1]) for v in ge) / len(ge)) if ge else float("nan")
-        log(f"MLP targets {model}: best sync vs cuBLAS+graph max {max(v[1] for v in vals):.2f} (>= 1.03 wanted), "
-            f"geomean M>=128 {gm:.3f} (>= 0.95 wanted); vs fastest sm90 stream max {max(v[2] for v in vals):.2f} "
-            f"(>= 1.10 wanted), min {min(v[2] for v in vals):.2f}")
+        targets.append(f"MLP targets {model}: best sync vs cuBLAS+graph max {max(v[1] for v in vals):.2f} (>= 1.03 "
+                       f"wanted), geomean M>=128 {gm:.3f} (>= 0.95 wanted); vs fastest sm90 stream max "
+                       f"{max(v[2] for v in vals):.2f} (>= 1.10 wanted), min {min(v[2] for v in vals):.2f}")
     log(f"\nwrote {path}; {len(failures)} failure(s){': ' + '; '.join(failures[:20]) if failures else ''}")
     log(f"total {time.time() - t_start:.0f} s")
+    log(f"\n== targets ({name}) ==")
+    for t in targets:
+        log(t)
+    (out_dir / f"sm90-targets-{dev}.txt").write_text(f"device: {name}\n" + "\n".join(targets)
+                                                     + f"\n{len(failures)} failure(s)\n")
     return 1 if failures else 0
 
 

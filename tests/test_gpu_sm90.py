@@ -1,7 +1,8 @@
 """The synchronized sm90 GeMM and MLPs on a Hopper GPU: every ordering and policy of every tile
 config computes the float32 reference's result (fresh random inputs, outputs poisoned with NaN) at
 small sizes, M = 1 and an M that is a multiple of no tile, also with split-K and the second GeMM in
-the grouped order; a GeMM alone per epilogue, and with split-K and the grouped order (repeated
+the grouped order, the first GeMM in the banded order, and the pair stores; a GeMM alone per
+epilogue and store mode, and with split-K and the grouped order (repeated
 launches and graph replays bit-identical); the stock CUTLASS reference kernels; and a short stress
 run (alternating inputs checked every launch, no reset). Needs torch with CUDA on an sm_90
 GPU and the library (built with nvcc here, or CUSYNC_SM90_LIB)."""
@@ -39,7 +40,7 @@ def _rel(out, ref):
 @pytest.mark.parametrize("epi", ["identity", "gelu_tanh", "gelu_erf", "swiglu"])
 def test_gemm_alone_each_epilogue(epi):
     torch.manual_seed(0)
-    M, N, K = 200, 512, 384
+    M, N, K = 200, 768, 384  # N: a multiple of every config's BN (128, 192, 256)
     A = torch.randn(M, K, device="cuda").half()
     B = (torch.randn(N, K, device="cuda") / K ** 0.5).half()
     acc = A.float() @ B.float().t()
@@ -57,11 +58,16 @@ def test_gemm_alone_each_epilogue(epi):
     for c in _configs():
         if epi == "swiglu" and sm90.tile_dims(c)[1] % 128:
             continue
-        C = torch.full(ref.shape, float("nan"), device="cuda", dtype=torch.half)
-        plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, c, code)])
-        plan.launch(torch.cuda.current_stream().cuda_stream)
-        torch.cuda.synchronize()
-        assert _rel(C, ref) < 1e-2, (c, epi)
+        outs = []
+        for store in (sm90.STORE_QUAD, sm90.STORE_PAIR):  # the quad-transposed stores and the pair stores
+            C = torch.full(ref.shape, float("nan"), device="cuda", dtype=torch.half)
+            plan = sm90.Plan(c, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, c, code,
+                                                store=store)])
+            plan.launch(torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            assert _rel(C, ref) < 1e-2, (c, epi, store)
+            outs.append(C)
+        assert torch.equal(outs[0], outs[1]), (c, epi)  # the same values, only stored differently
 
 
 @pytest.mark.parametrize("config", ["128x128x64", "64x128x64", "64x128x64pp", "128x192x64", "256x128x64"])
@@ -140,10 +146,14 @@ def test_mlp_every_ordering_and_policy(model, M):
         if m.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
             continue
         for o in sm90.ORDERINGS:
-            for p, sp, g2 in [(p, "none", False) for p in (sm90.POLICIES if o in ("pdl+policy", "chain") else (None,))] + \
-                    [("TileSync" if o in ("pdl+policy", "chain") else None, (3, 2), True)]:
+            sync = o in ("pdl+policy", "chain")
+            for p, sp, g2, b1, st in [(p, "none", False, False, "quad") for p in (sm90.POLICIES if sync else (None,))] + \
+                    [("TileSync" if sync else None, (3, 2), True, False, "quad"),
+                     ("RowSync" if sync else None, "none", True, True, "quad"),
+                     ("RowSync" if sync else None, "none", False, False, "pair")]:
                 r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                                   Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2)
+                                   Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1,
+                                   store=st)
                 for _ in range(3):  # three launches: the epochs advance, nothing is reset
                     Y.fill_(float("nan"))
                     Z.fill_(float("nan"))
@@ -166,9 +176,9 @@ def test_chain_stress_alternating_inputs():
     Xs = X.clone()
     Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
-    for o in ("chain", "pdl+policy"):
+    for o, b1 in (("chain", False), ("pdl+policy", False), ("chain", True)):
         r = sm90.MlpRunner(model, M, o, "TileSync", _configs()[0], Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
-                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000)
+                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1)
         bad = torch.zeros((), dtype=torch.int64, device="cuda")
         for i in range(100):
             Xs.copy_(X if i % 2 == 0 else X2)
@@ -178,4 +188,4 @@ def test_chain_stress_alternating_inputs():
             bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
         torch.cuda.synchronize()
         r.check_debug()
-        assert int(bad) == 0, o
+        assert int(bad) == 0, (o, b1)

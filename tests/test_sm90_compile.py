@@ -84,6 +84,47 @@ def test_grouped_order_is_a_permutation_that_walks_column_groups_down_every_row(
         sm90.grouped_order(48, 4, 5)
 
 
+def _banded_reference(X, Y, R):
+    """banded_order's walk, written out: band by band, column by column, R rows down a column."""
+    out = []
+    for y0 in range(0, Y, R):
+        for x in range(X):
+            out += [(x, y, 0) for y in range(y0, min(Y, y0 + R))]
+    return out
+
+
+def test_banded_order_is_a_permutation_that_completes_rows_band_by_band():
+    for X, Y, R in [(48, 16, 8), (48, 16, 5), (43, 4, 4), (32, 1, 1), (7, 9, 2), (5, 3, 3)]:
+        d = sm90.banded_order(X, Y, R)
+        tiles = [sm90.desc_tile(d, i) for i in range(X * Y)]
+        assert tiles == _banded_reference(X, Y, R)
+        assert sorted(tiles) == sorted((x, y, 0) for y in range(Y) for x in range(X))
+        # after the items of bands 0..b, the rows of those bands are complete
+        for b in range(-(-Y // R)):
+            done = tiles[: X * min(Y, (b + 1) * R)]
+            assert {t[1] for t in done} == set(range(min(Y, (b + 1) * R)))
+    for bad in (0, 17):
+        with pytest.raises(cusyncgen.errors.CusyncError, match="banded"):
+            sm90.banded_order(48, 16, bad)
+
+
+def test_band_rows_balances_a_and_b_traffic():
+    # equal A row and B column blocks, 132 items a wave: about sqrt(132) ~ 11-12 rows a band
+    assert sm90.band_rows(48, 32, 1.0, 1.0) in (11, 12)
+    # never more rows than the GeMM has
+    assert sm90.band_rows(48, 4, 1.0, 1.0) == 4
+    assert sm90.band_rows(48, 1, 1.0, 1.0) == 1
+    # B much larger: taller bands (fewer B columns per wave)
+    assert sm90.band_rows(48, 64, 1.0, 4.0) > sm90.band_rows(48, 64, 1.0, 1.0)
+
+
+def test_gemm_desc_store_modes():
+    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64").store == sm90.STORE_QUAD
+    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", store=sm90.STORE_PAIR).store == sm90.STORE_PAIR
+    with pytest.raises(cusyncgen.errors.CusyncError, match="store"):
+        sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", store=7)
+
+
 def test_grouped_columns_balances_a_and_b_traffic():
     # B column blocks twice as large as A row blocks: about sqrt(132 / 2) ~ 8 columns per group
     assert sm90.grouped_columns(48, 32, 1.0, 2.0) == 8
@@ -187,6 +228,10 @@ def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
         inp.append(f"1 {d.group_dim} {d.group_stride} {d.group_count} {d.groups_outer} "
                    + " ".join(str(e) for e in o.extent))
         want += ["%d %d %d" % o.tile(i) for i in range(o.num_tiles)]
+    for X, Y, R in [(48, 16, 5), (7, 9, 2), (43, 4, 4)]:  # the banded order (not an OrderIR form)
+        d = sm90.banded_order(X, Y, R)
+        inp.append(f"1 {d.group_dim} {d.group_stride} {d.group_count} {d.groups_outer} {X} {Y} 1")
+        want += ["%d %d %d" % t for t in _banded_reference(X, Y, R)]
     out = subprocess.run([str(exe)], input="\n".join(inp) + "\n", capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:-1] == want
 

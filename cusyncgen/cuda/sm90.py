@@ -39,6 +39,8 @@ POLICIES = ("TileSync", "RowSync")
 # sm90_api.h
 EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = 0, 1, 2, 3
 PDL_TRIGGER, PDL_WAIT, PDL_LAUNCH = 1, 2, 4
+STORE_QUAD, STORE_PAIR = 0, 1  # CusyncSm90Store: quad-transposed 16-byte stores (default), fp16-pair stores
+STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
 DIM_KINDS = {"tile": 0, "all": 1, "mod": 2, "div": 3}
 LLAMA_EP_BLOCK = 64  # [W1|V] row interleaving of llama-ep's first weight (cusyncgen.cuda.modules)
 
@@ -177,7 +179,8 @@ class Gemm(ctypes.Structure):
                 ("M", ctypes.c_int32), ("N", ctypes.c_int32), ("K", ctypes.c_int32), ("ldc", ctypes.c_int32),
                 ("epilogue", ctypes.c_int32), ("order", Order),
                 ("in_policy", Policy), ("in_sems", ctypes.c_void_p), ("in_tile_n", ctypes.c_int32),
-                ("out_policy", Policy), ("out_sems", ctypes.c_void_p), ("splits", ctypes.c_int32)]
+                ("out_policy", Policy), ("out_sems", ctypes.c_void_p), ("splits", ctypes.c_int32),
+                ("store", ctypes.c_int32)]
 
 
 class Debug(ctypes.Structure):
@@ -243,6 +246,11 @@ def desc_value(d: Policy, t) -> int:
 
 def desc_tile(o: Order, linear: int):
     X, Y = o.extent[0], o.extent[1]
+    if o.groups_outer == 2:  # banded (banded_order)
+        R = o.group_stride
+        band, rest = divmod(linear, R * X)
+        rows = min(R, Y - band * R)
+        return (rest // rows, band * R + rest % rows, 0)
     if o.groups_outer:
         c, s = o.group_count, o.group_stride
         i, y, g, z = linear % c, (linear // c) % Y, (linear // (c * Y)) % s, linear // (c * Y * s)
@@ -375,6 +383,35 @@ def grouped_order(X: int, Y: int, columns: int) -> Order:
     return d
 
 
+def banded_order(X: int, Y: int, rows: int) -> Order:
+    """The banded order: bands of `rows` row blocks (the last may be shorter), walked band by band,
+    each band column by column (its rows down one column, then the next column). A wave of G items
+    reads about `rows` row blocks of A and G / rows column blocks of B, and B is read once per band
+    (the row-major order reads all of B once per wave once a wave spans a row), while the rows of a
+    band are complete as soon as the band is: an L2-friendly order for a producer. Not an OrderIR
+    form: a permutation of the same tiles, which the policies (checked against the compiler's
+    OrderIR) do not depend on; docs/sm90.md says why any permutation is deadlock-free."""
+    if rows < 1 or rows > Y:
+        raise Sm90Error(f"banded order: {rows} rows per band for {Y} row blocks")
+    d = Order()
+    d.group_dim, d.group_stride, d.group_count, d.groups_outer = -1, rows, 1, 2
+    d.extent[0], d.extent[1], d.extent[2] = X, Y, 1
+    return d
+
+
+def band_rows(X: int, Y: int, a_row_bytes: float, b_col_bytes: float, sms: int = 132) -> int:
+    """The band height R (1..Y) of banded_order that minimizes a wave's L2 footprint
+    R * a_row + ceil(G / R) * b_col (G = min(sms, X * Y) items, columns capped at X); ties go to the
+    smaller R (rows complete earlier)."""
+    G = min(sms, X * Y)
+    best, best_cost = 1, None
+    for R in range(1, Y + 1):
+        cost = R * a_row_bytes + min(X, -(-G // R)) * b_col_bytes
+        if best_cost is None or cost < best_cost:
+            best, best_cost = R, cost
+    return best
+
+
 def grouped_columns(X: int, Y: int, a_row_bytes: float, b_col_bytes: float, sms: int = 132) -> int:
     """The divisor c of X that minimizes a wave's L2 footprint c * b_col + (sms / c) * a_row (rows
     capped at Y)."""
@@ -407,10 +444,14 @@ def auto_splits(tiles: int, k_tiles: int, sms: int = 132, min_k_tiles: int = 8, 
 
 
 def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilogue: int = EPI_IDENTITY,
-              order: "Order | None" = None, splits: int = 1) -> Gemm:
+              order: "Order | None" = None, splits: int = 1, store: int = STORE_QUAD) -> Gemm:
+    """One GeMM's descriptor. store: STORE_QUAD (16-byte stores after a transpose inside each quad;
+    C must be 16-byte aligned) or STORE_PAIR (the fp16-pair stores, kept for A/B)."""
     bm, bn, bk = tile_dims(config)
     if splits < 1 or splits > K // bk:
         raise Sm90Error(f"split-K: {splits} splits of {K // bk} k-tiles")
+    if store not in STORES.values():
+        raise Sm90Error(f"unknown store mode {store!r} (have {', '.join(f'{k}={v}' for k, v in STORES.items())})")
     g = Gemm()
     g.A, g.B, g.C = A, B, C
     g.M, g.N, g.K = M, N, K
@@ -420,6 +461,7 @@ def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilo
     g.in_sems = None
     g.out_sems = None
     g.splits = splits
+    g.store = store
     return g
 
 
@@ -554,10 +596,14 @@ class MlpRunner:
     W2 [H, F], Y [M, F] (the intermediate), Z [M, H]; fp16, row-major. Allocates its semaphores,
     ticket and debug record (torch, zeroed once, never reset). ``splits``: split-K counts of the two
     GeMMs ((1, 1): none; "auto": auto_splits per GeMM). ``grouped2``: the second GeMM (nothing waits
-    on it) walks grouped_order instead of the compiler's order."""
+    on it) walks grouped_order instead of the compiler's order. ``banded1``: the first GeMM walks
+    banded_order (band_rows' height) instead of the compiler's order (row blocks complete band by
+    band; the policies are unchanged). ``store``: "quad" (16-byte stores) or "pair" (fp16-pair
+    stores, for A/B)."""
 
     def __init__(self, model: str, M: int, ordering: str, policy: "str | None", config: str, X: int, W1: int,
-                 W2: int, Y: int, Z: int, timeout_ns: int = 0, splits="none", grouped2: bool = False):
+                 W2: int, Y: int, Z: int, timeout_ns: int = 0, splits="none", grouped2: bool = False,
+                 banded1: bool = False, store: str = "quad"):
         import torch
 
         if model not in MODELS:
@@ -576,13 +622,22 @@ class MlpRunner:
         bm, bn, bk = tile_dims(config)
         d1 = cluster_order(order_desc(o1), config)
         d2 = cluster_order(order_desc(o2), config)
+        if store not in STORES:
+            raise Sm90Error(f"unknown store mode {store!r} (have {', '.join(STORES)})")
+        self.store = store
         self.grouped2 = grouped2
+        self.banded1 = banded1
+        if banded1:
+            X1, Y1 = d1.extent[0], d1.extent[1]
+            cm = cluster_m(config)
+            d1 = banded_order(X1, Y1, band_rows(X1, Y1, cm * bm * K1 * 2.0, bn * K1 * 2.0, 132 // cm))
+            self.band1 = d1.group_stride
         if grouped2:
             X2, Y2 = d2.extent[0], d2.extent[1]
             cm = cluster_m(config)
             d2 = grouped_order(X2, Y2, grouped_columns(X2, Y2, cm * bm * K2 * 2.0, bn * K2 * 2.0, 132 // cm))
-        g1 = gemm_desc(X, W1, Y, M, N1, K1, config, m.epilogue1, d1, splits=self.splits[0])
-        g2 = gemm_desc(Y, W2, Z, M, N2, K2, config, EPI_IDENTITY, d2, splits=self.splits[1])
+        g1 = gemm_desc(X, W1, Y, M, N1, K1, config, m.epilogue1, d1, splits=self.splits[0], store=STORES[store])
+        g2 = gemm_desc(Y, W2, Z, M, N2, K2, config, EPI_IDENTITY, d2, splits=self.splits[1], store=STORES[store])
         dev = torch.device("cuda")
         self.debug = torch.zeros(16, dtype=torch.int32, device=dev)
         self.ticket = torch.zeros(2, dtype=torch.int64, device=dev)
@@ -613,8 +668,12 @@ class MlpRunner:
         head = f"sm90 {self.config}"
         if self.splits != (1, 1):
             head += f" splitK{self.splits[0]}/{self.splits[1]}"
+        if self.banded1:
+            head += " B1"
         if self.grouped2:
             head += " G2"
+        if self.store != "quad":
+            head += f" {self.store}-store"
         if self.ordering == "stream":
             return f"{head} StreamSync"
         if self.ordering == "pdl":

@@ -49,6 +49,17 @@ CUSYNC_SM90_HD uint32_t policy_value(const CusyncSm90Policy& p, int32_t x, int32
 // OrderIR.tile: linear item -> (x, y, z).
 CUSYNC_SM90_HD void order_tile(const CusyncSm90Order& o, int32_t linear, int32_t& x, int32_t& y, int32_t& z) {
   const int32_t X = o.extent[0], Y = o.extent[1];
+  if (o.groups_outer == 2) {
+    // Banded: bands of R = group_stride row blocks (the last may be shorter), each walked column by
+    // column, R rows down a column: a wave of G items reads about R row blocks of A and G / R column
+    // blocks of B, and band b's rows are complete once the items of bands 0..b are.
+    const int32_t R = o.group_stride, band = linear / (R * X), rest = linear - band * R * X;
+    const int32_t rows = Y - band * R < R ? Y - band * R : R;
+    x = rest / rows;
+    y = band * R + rest % rows;
+    z = 0;
+    return;
+  }
   if (o.groups_outer) {
     const int32_t c = o.group_count, s = o.group_stride;
     const int32_t i = linear % c, yy = (linear / c) % Y, g = (linear / (c * Y)) % s, zz = linear / (c * Y * s);

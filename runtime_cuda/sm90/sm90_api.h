@@ -24,6 +24,12 @@ enum CusyncSm90Epilogue {
   CUSYNC_SM90_EPI_SWIGLU_PAIR = 3 // B's rows [W1|V] interleaved by 64: out[:, 64b + j] = silu(acc[:, 128b + j]) * acc[:, 128b + 64 + j]
 };
 
+// Epilogue store modes (CusyncSm90Gemm.store).
+enum CusyncSm90Store {
+  CUSYNC_SM90_STORE_QUAD = 0,  // the 4 threads of a quad exchange fp16 pairs (shuffles): 16-byte stores, full sectors
+  CUSYNC_SM90_STORE_PAIR = 1,  // each thread stores its fp16 pairs (4-byte stores, half of each 32-byte sector)
+};
+
 // Launch flags.
 enum CusyncSm90Flags {
   CUSYNC_SM90_PDL_TRIGGER = 1,  // griddepcontrol.launch_dependents at the start of every CTA
@@ -40,12 +46,14 @@ typedef struct {
   int32_t num_sems;    // 0: no policy (no wait / no post)
 } CusyncSm90Policy;
 
-// cusyncgen.ir.OrderIR: linear item -> tile (x, y, z).
+// cusyncgen.ir.OrderIR: linear item -> tile (x, y, z); groups_outer 2: the banded order (not an
+// OrderIR form; a permutation of the same tiles): bands of group_stride row blocks, walked band by
+// band, each band column by column (its group_stride rows down one column, then the next column).
 typedef struct {
   int32_t group_dim;   // -1 (plain row-major), 0, 1 or 2
   int32_t group_stride;
   int32_t group_count;
-  int32_t groups_outer;
+  int32_t groups_outer; // 0, 1 (OrderIR's groups_outer) or 2 (banded)
   int32_t extent[3];   // the grid's (X, Y, Z): X = N / BN, Y = ceil(M / BM), Z = 1
 } CusyncSm90Order;
 
@@ -69,6 +77,9 @@ typedef struct {
   // item; the last part to finish sums the fp32 partials in part order (deterministic), runs the
   // epilogue and alone posts. The plan owns the partials' workspace and the self-resetting counters.
   int32_t splits;
+  // How the epilogue writes C (CusyncSm90Store): 0 quad-transposed 16-byte stores (default), 1 the
+  // register epilogue's 4-byte fp16-pair stores (kept for A/B).
+  int32_t store;
 } CusyncSm90Gemm;
 
 // What the first wait that timed out saw (a zeroed struct in device memory, passed to

@@ -14,7 +14,8 @@
 //   - wait: the DMA warp issues B's (the weights') TMA first, then, when k-block k enters a new
 //     producer tile, acquire-spins on its semaphore for value * epoch, fences the generic proxy
 //     against the async proxy (fence.proxy.async.global) and issues A's TMA;
-//   - post: a register epilogue (no shared memory): fusion on the accumulators, st.global of fp16,
+//   - post: a register epilogue (no shared memory): fusion on the accumulators, fp16 pairs exchanged
+//     inside each quad so that every thread stores 16 bytes (or, for A/B, st.global of the pairs),
 //     a named barrier over the consumer warp groups, then one thread's red.release.gpu add;
 //   - epoch: one ticket atomic per CTA at kernel start, broadcast through shared memory.
 #pragma once
@@ -241,6 +242,75 @@ __device__ __forceinline__ void store_pairs(Epi epi, const Accum& accum, const C
   }
 }
 
+// The quad-transposed store (CUSYNC_SM90_STORE_QUAD). In the wgmma accumulator fragment, the four
+// threads of a quad (lanes 4r .. 4r + 3) hold the same rows, thread q the column pair 2q, 2q + 1 of
+// every 8-column group; the fragment's flat index is c + 2 h + 4 grp + V rest (c: the pair's column,
+// h: row +8, grp: the 8-column group, V = size<0>). For four consecutive groups grp0 .. grp0 + 3, a
+// 4x4 transpose of fp16 pairs inside the quad (two shfl.xor steps, one shuffle per pair) gives
+// thread q all 8 columns of group grp0 + q: one 16-byte store per thread, a quad's stores a
+// contiguous 64 bytes (two full 32-byte sectors, where the pair stores fill half of each).
+// v0..v3 on entry: this thread's pairs of groups grp0 .. grp0 + 3; on exit: pairs 0..3 of group
+// grp0 + q (scalars, not an array: nothing may land in local memory).
+// The shuffles and the store are volatile asm: they stay in program order, so the compiler does not
+// hoist every block's shuffles ahead of the stores (which kept the whole fragment's exchanged pairs
+// live at once and spilled registers).
+__device__ __forceinline__ uint32_t shfl_xor_ordered(uint32_t v, int lane_mask) {
+  uint32_t r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(lane_mask));
+  return r;
+}
+__device__ __forceinline__ void st_global_v4(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ void quad_transpose(uint32_t& v0, uint32_t& v1, uint32_t& v2, uint32_t& v3, int q) {
+  // step 1 (lanes q, q ^ 2): exchange the pairs of groups g and g ^ 2 where bit 1 of g differs from q's
+  {
+    const bool hi = (q & 2) != 0;
+    const uint32_t r0 = shfl_xor_ordered(hi ? v0 : v2, 2);
+    const uint32_t r1 = shfl_xor_ordered(hi ? v1 : v3, 2);
+    if (hi) { v0 = r0; v1 = r1; } else { v2 = r0; v3 = r1; }
+  }
+  // step 2 (lanes q, q ^ 1): the same with bit 0
+  {
+    const bool hi = (q & 1) != 0;
+    const uint32_t r0 = shfl_xor_ordered(hi ? v0 : v1, 1);
+    const uint32_t r2 = shfl_xor_ordered(hi ? v2 : v3, 1);
+    if (hi) { v0 = r0; v2 = r2; } else { v1 = r0; v3 = r2; }
+  }
+}
+__device__ __forceinline__ uint32_t half2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
+
+// Quad-transposed stores of a fragment: pair(i) gives the fp16 pair (bits) of flat index i (i even); only
+// the groups that keep(grp) are stored, out_col maps a tile column to C's column. Every thread of
+// the warp executes the shuffles (the predicate is on the store only). One flat, fully unrolled loop
+// over the (rest, h, 4-group block) triples: every fragment index is a compile-time constant.
+template <int V, class Accum, class Coord, class Pair, class Keep, class OutCol>
+__device__ __forceinline__ void store_quads(const Accum& accum, const Coord& tCcD, __half* C, int ldc, int rows_left,
+                                            int col0, Pair pair, Keep keep, OutCol out_col) {
+  static_assert(V % 16 == 0, "the fragment's columns come in groups of 4 x 8");
+  constexpr int F = decltype(size(accum))::value;
+  constexpr int B = V / 16;  // 4-group blocks per row half
+  const int q = static_cast<int>(threadIdx.x) & 3;
+  CUTLASS_PRAGMA_UNROLL
+  for (int j = 0; j < F / 8; ++j) {
+    const int base0 = (j / (2 * B)) * V, h = (j % (2 * B)) / B, grp0 = 4 * (j % B);
+    if (!keep(grp0)) continue;
+    const int base = base0 + 2 * h + 4 * grp0;
+    uint32_t v0 = pair(base), v1 = pair(base + 4), v2 = pair(base + 8), v3 = pair(base + 12);
+    quad_transpose(v0, v1, v2, v3, q);
+    const int m = get<0>(tCcD(base));
+    const int n = get<1>(tCcD(base)) + 6 * q;  // get<1> is 8 grp0 + 2 q: group grp0 + q's first column
+#if defined(CUSYNC_DEBUG)
+    if (get<1>(tCcD(base)) % 8 != 2 * q || get<1>(tCcD(base + 12)) != get<1>(tCcD(base)) + 24 ||
+        get<0>(tCcD(base + 12)) != m)
+      __trap();
+#endif
+    if (m < rows_left) {
+      st_global_v4(C + static_cast<size_t>(m) * ldc + out_col(col0 + n), v0, v1, v2, v3);
+    }
+  }
+}
+
 struct EpiId {
   __device__ __forceinline__ float operator()(float x) const { return x; }
 };
@@ -264,12 +334,50 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
   const int rows_left = g.M - row0;
   __half* C = static_cast<__half*>(g.C) + static_cast<size_t>(row0) * g.ldc;
   const int col0 = x * Cfg::BN;
+  constexpr int V = decltype(size<0>(accum))::value;
+  if (g.store == CUSYNC_SM90_STORE_QUAD) {
+    // First the fusion over the whole fragment into fp16 pairs (each fp32 accumulator dies as its
+    // pair is made, so the live registers shrink), then the exchanges and stores from the pairs.
+    // (Fusing inside the store loop kept four pairs' activations -- eight erf evaluations -- in
+    // flight at once and spilled registers.)
+    constexpr int F = decltype(size(accum))::value;
+    uint32_t h[F / 2] = {};
+    auto all = [](int) { return true; };
+    auto same = [](int c) { return c; };
+    auto from_h = [&](int i) { return h[i / 2]; };
+    if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
+      if constexpr (V % 64 == 0) {
+        // g at flat index i, u at i + 32 (64 columns further); groups 0..7 of every 16 are g's.
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < F; i += 2) {
+          if (((i % V) / 4) % 16 < 8)
+            h[i / 2] = half2_bits(__floats2half2_rn(swiglu(accum(i), accum(i + 32)), swiglu(accum(i + 1), accum(i + 33))));
+        }
+        store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, [](int grp) { return grp % 16 < 8; },
+                       [](int gc) { return (gc / 128) * 64 + (gc % 128); });
+      }
+      return;
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < F; i += 2) {
+      float a = accum(i), b = accum(i + 1);
+      if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH) {
+        a = gelu_tanh(a);
+        b = gelu_tanh(b);
+      } else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF) {
+        a = gelu_erf(a);
+        b = gelu_erf(b);
+      }
+      h[i / 2] = half2_bits(__floats2half2_rn(a, b));
+    }
+    store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, all, same);
+    return;
+  }
   if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
     // [W1|V] interleaved by 64: columns 128b + j (g) and 128b + 64 + j (u), j < 64, are accumulator
     // elements i and i + 32 of one thread (mode 0 of the wgmma fragment is (2 cols, 2 rows, N/8
     // column groups of 8): +8 groups = +64 columns). Output column 64b + j.
     // (The host rejects the SwiGLU pair unless BN is a multiple of 128.)
-    constexpr int V = decltype(size<0>(accum))::value;
     if constexpr (V % 64 == 0) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); i += 2) {
