@@ -208,7 +208,12 @@ def main(argv=None) -> int:
         sizes = [int(m) for m in args.M.split(",")] if args.M else None
     except ValueError:
         ap.error(f"--M: comma-separated integers, not {args.M!r}")
-    res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
+    from cusyncgen.errors import CusyncError
+    try:
+        res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
+    except CusyncError as exc:   # e.g. a model the kernel family lacks, the sm90 library missing
+        print(f"cusyncgen bench: error: {exc.message}", file=sys.stderr)
+        return 1
     for r in res["rows"]:
         r.setdefault("kernel", cls.kernel)
     paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel))

@@ -31,7 +31,14 @@ it finishes, including while it waits on a semaphore.  The queue order is the la
 - ``stream``: ``ordered``, and a stage's blocks are dispatched only after every block of the
   previous stage has finished (StreamSync), plus ``launch_gap``: the time between one kernel's
   last block and the next kernel's first on one stream (PDL alone is ``stream`` with no gap: its
-  consumer grid is resident early but waits for the whole producer grid).
+  consumer grid is resident early but waits for the whole producer grid);
+- ``persistent``: ONE persistent launch runs the whole chain (the sm90 "<Policy>+Chain"):
+  ``G = num_sms * occupancy`` slots (the smallest occupancy of the stages), slot ``s`` takes the
+  ``ordered`` queue's items ``s, s+G, s+2G, ...`` one after the other (every producer tile's item
+  before any consumer tile's), each item waiting on its semaphores as usual while holding its
+  slot.  A slot starts its next item as soon as its previous one ends, whatever the other slots
+  do (no head-of-line blocking across slots).  It cannot deadlock: an item waits only on items of
+  earlier stages, which come earlier in every slot's sequence and never wait on later ones.
 
 Timing terms (default 0: the lockstep wave model of the paper's tables)
 -----------------------------------------------------------------------
@@ -57,7 +64,7 @@ from typing import Hashable, Sequence
 
 Sem = Hashable
 
-LAUNCH_MODES = ("ordered", "reversed", "stream")
+LAUNCH_MODES = ("ordered", "reversed", "stream", "persistent")
 
 
 @dataclass
@@ -190,6 +197,11 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         stage_seq.reverse()
     queue = [(si, k) for si in stage_seq for k in range(stages[si].num_tiles)]
     qpos = 0
+    persistent = launch == "persistent"
+    if persistent:   # G slots; slot s takes queue items s, s + G, ...: next[s] is its next item
+        nslots = min(len(queue), num_sms * min(s.occupancy for s in stages))
+        next_item = list(range(nslots))
+        idle = list(range(nslots - 1, -1, -1))   # free slots, the lowest popped first
     counts: dict = {k: 0 for k in chain.sem_values}
     values = chain.sem_values
     waiters: dict = {}
@@ -254,8 +266,21 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         return False
 
     while True:
+        # persistent: every idle slot starts its next item
+        while persistent and idle:
+            slot = idle.pop()
+            q = next_item[slot]
+            if q >= len(queue):
+                continue
+            next_item[slot] += nslots
+            qpos += 1
+            si, ticket = queue[q]
+            st = stages[si]
+            tile = st.tile_of_ticket(ticket)
+            b = _Block(si, tile, st.steps(tile), 0, slot, st.tile_time * skew_factor(si, tile, skew))
+            advance(b)
         # dispatch in queue order while the head block fits
-        while qpos < len(queue):
+        while not persistent and qpos < len(queue):
             si, ticket = queue[qpos]
             if not stage_ready(si):
                 break
@@ -292,7 +317,9 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
             continue
         # block done
         finished += 1
-        if not unlimited:
+        if persistent:
+            idle.append(b.sm)
+        elif not unlimited:
             free[b.sm] += b.units
         done_per_stage[b.stage] += 1
         if done_per_stage[b.stage] == stages[b.stage].num_tiles:
