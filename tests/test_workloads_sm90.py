@@ -42,9 +42,11 @@ def test_configs_and_their_names():
         assert W.Sm90Config.parse(c.name) == c and c.ordering in SM90_ORDERINGS
         assert ("Chain" in c.name) == (c.ordering == Ordering.PERSISTENT)
     assert Config.parse("RowSync+Chain").ordering == Ordering.PERSISTENT
-    with pytest.raises(ValueError, match="no waitkernel ordering"):
+    with pytest.raises(CusyncError, match="no waitkernel ordering"):
         W.Sm90Config(Config("RowSync"))
-    with pytest.raises(ValueError, match="splits"):
+    with pytest.raises(CusyncError, match="no policy StridedSync"):
+        W.Sm90Config(Config("StridedSync", Ordering.PDL))
+    with pytest.raises(CusyncError, match="splits"):
         W.Sm90Config(Config("RowSync", Ordering.PDL), "4")
 
 

@@ -357,6 +357,12 @@ def report(result: dict) -> str:
                   "StreamSync and PDL alone included, and its speed-up over the fastest StreamSync of those runs "
                   "('same tiles': over the fastest StreamSync on the chosen tiles). '(sync warp)': the waiting "
                   "kernels of the chosen run had one.", ""]
+    elif result.get("kernel") == "sm90":
+        lines += ["The fastest correct configuration per size on the sm90 kernels: StreamSync, PDL alone, "
+                  "TileSync/RowSync +PDL and +Chain (one persistent launch), each also with split-K where it "
+                  "applies ('/split-K'), on every tile config the model can use. StreamSync and PDL alone are "
+                  "candidates, so the choice is never slower than the fastest stream order. 'speed-up' is over the "
+                  "fastest StreamSync among all tile configs, 'same tiles' over StreamSync on the chosen tiles.", ""]
     else:
         lines += ["The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
                   "its speed-up over StreamSync (same run), and the wave model's prediction "
@@ -385,6 +391,11 @@ def report(result: dict) -> str:
         predicted = [c for c in cs if c["predicted"]]
         loose_n = sum(bool(c.get("prediction_matches_within_noise")) for c in predicted)
         policy_n = sum(bool(c.get("prediction_policy_matches")) for c in predicted)
+        stream = [c for c in cs if c.get("speedup_vs_stream_order")]
+        if stream:
+            lines += ["", "Over the fastest stream order (StreamSync or PDL alone, any tile config): "
+                      + ", ".join(f"M={c['M']} {c['speedup_vs_stream_order']:.3f}x ({c['fastest_stream_order']})"
+                                  for c in stream) + "."]
         lines += ["", f"Geometric-mean speed-up over StreamSync across the sweep: "
                   f"{geomean(c['speedup_vs_streamsync'] for c in cs):.3f}x"
                   + (f"; prediction matches the measured best policy family at "

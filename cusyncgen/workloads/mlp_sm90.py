@@ -99,9 +99,13 @@ class Sm90Config:
 
     def __post_init__(self):
         if self.splits not in SPLITS:
-            raise ValueError(f"splits: one of {SPLITS}, not {self.splits!r}")
+            raise CusyncError(f"splits: one of {', '.join(SPLITS)}, not {self.splits!r}", None)
         if self.base.ordering not in SM90_ORDERINGS:
-            raise ValueError(f"{self.base.name}: the sm90 kernels have no {self.base.ordering.value} ordering")
+            raise CusyncError(f"{self.base.name}: the sm90 kernels have no {self.base.ordering.value} ordering (they "
+                              "have StreamSync, PDL, <Policy>+PDL and <Policy>+Chain)", None)
+        if self.base.policy is not None and self.base.policy not in POLICIES:
+            raise CusyncError(f"{self.base.name}: the sm90 kernels have no policy {self.base.policy} (they have "
+                              f"{', '.join(POLICIES)})", None)
 
     @property
     def name(self) -> str:
@@ -386,6 +390,7 @@ def choose(model: str, M: int, rows: list[dict]) -> dict:
     same = min(r["time_us"] for r in ss if r["tiles"] == best["tiles"])
     return {"model": model, "M": M, "kernel": "sm90", "config": best["config"], "tiles": best["tiles"],
             "splits": best.get("splits"), "streamsync_tiles": base["tiles"], "tile_cfg": best.get("tile_cfg"),
+            "sync_warp": None,   # the sm90 kernels wait in their DMA warp
             "time_us": best["time_us"], "streamsync_us": base["time_us"],
             "speedup_vs_streamsync": round(base["time_us"] / best["time_us"], 4),
             "speedup_same_tiles": round(same / best["time_us"], 4),
