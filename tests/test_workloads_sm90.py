@@ -114,7 +114,15 @@ def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, t
     mlp.run(stream, Config("RowSync", Ordering.PERSISTENT, True), other, w1, w2, y, z)   # new buffers: a new runner
     assert len(fake_sm90) == made + 1
     mlp.check_stages()
-    assert all(r.checked == 1 for r in fake_sm90)
+    assert all(r.checked == 1 for r in fake_sm90) and mlp.timed_out() == {}
+
+    def timed_out():
+        raise sm90.Sm90Error("a wait timed out: block 3")
+    from cusyncgen.cuda import sm90
+    chain.check_debug = timed_out
+    with pytest.raises(sm90.Sm90Error, match="block 3"):
+        mlp.check_stages()
+    assert mlp.timed_out() == {"RowSync+Chain": "a wait timed out: block 3"}
 
 
 def test_a_tile_config_that_does_not_fit_is_an_error(fake_sm90):
