@@ -86,3 +86,12 @@ def test_the_planner_lists_and_times_the_chain():
 def test_unknown_launch_mode_is_refused():
     with pytest.raises(ValueError, match="unknown launch mode"):
         simulate(_tilesync(2), 4, "chain")
+
+
+def test_a_wait_on_a_later_stage_deadlocks_and_is_reported():
+    # stage a's tile waits on stage b's, which comes later in every slot: with one slot, a never ends
+    a = Stage("a", 1, waits=[[["s"]]])
+    b = Stage("b", 1, posts=[["s"]])
+    r = simulate(Chain([a, b], {"s": 1}), 1, "persistent")
+    assert r.deadlock and r.waiting_blocks == 1 and r.undispatched_blocks == 1 and "persistent launch" in r.note
+    assert not simulate(Chain([a, b], {"s": 1}), 2, "persistent").deadlock   # two slots: b runs beside it

@@ -32,13 +32,13 @@ it finishes, including while it waits on a semaphore.  The queue order is the la
   previous stage has finished (StreamSync), plus ``launch_gap``: the time between one kernel's
   last block and the next kernel's first on one stream (PDL alone is ``stream`` with no gap: its
   consumer grid is resident early but waits for the whole producer grid);
-- ``persistent``: ONE persistent launch runs the whole chain (the sm90 "<Policy>+Chain"):
-  ``G = num_sms * occupancy`` slots (the smallest occupancy of the stages), slot ``s`` takes the
-  ``ordered`` queue's items ``s, s+G, s+2G, ...`` one after the other (every producer tile's item
-  before any consumer tile's), each item waiting on its semaphores as usual while holding its
-  slot.  A slot starts its next item as soon as its previous one ends, whatever the other slots
-  do (no head-of-line blocking across slots).  It cannot deadlock: an item waits only on items of
-  earlier stages, which come earlier in every slot's sequence and never wait on later ones.
+- ``persistent``: ONE persistent launch runs the whole chain (the sm90 "<Policy>+Chain";
+  :func:`simulate_persistent`): ``G = num_sms * occupancy`` slots (the smallest occupancy of the
+  stages), slot ``s`` takes the ``ordered`` queue's items ``s, s+G, s+2G, ...`` one after the
+  other (every producer tile's item before any consumer tile's), each item waiting on its
+  semaphores as usual while holding its slot.  A slot starts its next item as soon as its
+  previous one ends, whatever the other slots do.  It cannot deadlock where every wait is on an
+  earlier stage: such an item waits only on items that come earlier in every slot's sequence.
 
 Timing terms (default 0: the lockstep wave model of the paper's tables)
 -----------------------------------------------------------------------
@@ -187,6 +187,8 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         num_sms = total
     if num_sms <= 0:
         raise ValueError("num_sms must be positive")
+    if launch == "persistent":
+        return simulate_persistent(chain, num_sms, skew)
     cap = 1
     for s in stages:
         cap = cap * s.occupancy // math.gcd(cap, s.occupancy)
@@ -197,11 +199,6 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         stage_seq.reverse()
     queue = [(si, k) for si in stage_seq for k in range(stages[si].num_tiles)]
     qpos = 0
-    persistent = launch == "persistent"
-    if persistent:   # G slots; slot s takes queue items s, s + G, ...: next[s] is its next item
-        nslots = min(len(queue), num_sms * min(s.occupancy for s in stages))
-        next_item = list(range(nslots))
-        idle = list(range(nslots - 1, -1, -1))   # free slots, the lowest popped first
     counts: dict = {k: 0 for k in chain.sem_values}
     values = chain.sem_values
     waiters: dict = {}
@@ -266,21 +263,8 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         return False
 
     while True:
-        # persistent: every idle slot starts its next item
-        while persistent and idle:
-            slot = idle.pop()
-            q = next_item[slot]
-            if q >= len(queue):
-                continue
-            next_item[slot] += nslots
-            qpos += 1
-            si, ticket = queue[q]
-            st = stages[si]
-            tile = st.tile_of_ticket(ticket)
-            b = _Block(si, tile, st.steps(tile), 0, slot, st.tile_time * skew_factor(si, tile, skew))
-            advance(b)
         # dispatch in queue order while the head block fits
-        while not persistent and qpos < len(queue):
+        while qpos < len(queue):
             si, ticket = queue[qpos]
             if not stage_ready(si):
                 break
@@ -317,9 +301,7 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
             continue
         # block done
         finished += 1
-        if persistent:
-            idle.append(b.sm)
-        elif not unlimited:
+        if not unlimited:
             free[b.sm] += b.units
         done_per_stage[b.stage] += 1
         if done_per_stage[b.stage] == stages[b.stage].num_tiles:
@@ -338,6 +320,87 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         res.undispatched_blocks = len(queue) - qpos
         res.note = (f"deadlock at t={now:g}: {waiting} dispatched blocks wait on semaphores that no running "
                     f"block will post, {len(queue) - qpos} blocks cannot be dispatched")
+    return res
+
+
+def simulate_persistent(chain: Chain, num_sms: int, skew: float = 0.0) -> SimResult:
+    """The ``persistent`` launch mode (module docstring): one launch of ``G = num_sms * min
+    occupancy`` slots, slot ``s`` running the ordered queue's items ``s, s+G, ...`` in turn. An
+    item's steps run as in :func:`simulate` (``tile_time / len(steps)`` each, ``wait_cost`` per
+    step with a semaphore, parked on its first unposted semaphore while holding its slot)."""
+    stages = chain.stages
+    queue = [(si, k) for si, st in enumerate(stages) for k in range(st.num_tiles)]
+    total = len(queue)
+    G = min(total, num_sms * min(st.occupancy for st in stages))
+    need = dict(chain.sem_values)    # posts each semaphore still needs (<= 0: posted)
+    waiters: dict = {}               # semaphore -> slots parked on it
+    events: list = []                # (time, seq, slot): the slot's current item ends some steps
+    item = [None] * G                # per slot: [queue index, stage, tile, steps, next step, time, parked since]
+    done = [0] * len(stages)
+    stage_end: dict = {}
+    now, seq, finished, started, waiting, wait_time = 0.0, 0, 0, 0, 0, 0.0
+
+    def advance(slot: int) -> None:
+        """Run the ready steps of the slot's item, or park it on its first unposted semaphore."""
+        nonlocal seq, waiting
+        it = item[slot]
+        steps, i, si = it[3], it[4], it[1]
+        j, synced = i, 0
+        while j < len(steps):
+            unposted = [k for k in steps[j] if need[k] > 0]
+            if unposted:
+                if j == i:
+                    waiters.setdefault(unposted[0], []).append(slot)
+                    it[6] = now
+                    waiting += 1
+                    return
+                break
+            synced += bool(steps[j])
+            j += 1
+        it[4] = j
+        frac = (j - i) / len(steps) if steps else 1.0
+        heapq.heappush(events, (now + it[5] * frac + stages[si].wait_cost * synced, seq, slot))
+        seq += 1
+
+    def start(slot: int, q: int) -> None:
+        nonlocal started
+        si, ticket = queue[q]
+        st = stages[si]
+        tile = st.tile_of_ticket(ticket)
+        item[slot] = [q, si, tile, [tuple(step) for step in st.steps(tile)], 0,
+                      st.tile_time * skew_factor(si, tile, skew), 0.0]
+        started += 1
+        advance(slot)
+
+    for slot in range(G):
+        start(slot, slot)
+    while events:
+        now, _, slot = heapq.heappop(events)
+        q, si, tile, steps, i = item[slot][:5]
+        if i < len(steps):          # some steps done, more to go
+            advance(slot)
+            continue
+        finished += 1
+        done[si] += 1
+        if done[si] == stages[si].num_tiles:
+            stage_end[stages[si].name] = now
+        for k in stages[si].posts_of(tile):
+            if k in need:
+                need[k] -= 1
+                if need[k] == 0:
+                    for w in waiters.pop(k, []):
+                        waiting -= 1
+                        wait_time += now - item[w][6]
+                        advance(w)
+        if q + G < total:
+            start(slot, q + G)
+    res = SimResult(time=now, finished_blocks=finished, total_blocks=total, stage_end=stage_end, wait_time=wait_time)
+    if finished < total:
+        res.deadlock = True
+        res.waiting_blocks = waiting
+        res.undispatched_blocks = total - started
+        res.note = (f"deadlock at t={now:g}: {waiting} slots of the persistent launch wait on semaphores that no "
+                    f"running item will post, {total - started} items not started")
     return res
 
 
