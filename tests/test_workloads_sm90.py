@@ -211,3 +211,13 @@ def test_bench_picks_the_sm90_family_on_an_sm90_device(fake_gpu, monkeypatch, tm
     monkeypatch.setattr(MLP, "bench", classmethod(lambda cls, **kw: (_ for _ in ()).throw(CusyncError("sm80 ran", None))))
     assert bench.main(["mlp", "--kernel", "sm80", "-o", str(tmp_path)]) == 1
     assert "sm80 ran" in capsys.readouterr().err
+
+
+def test_bench_of_llama_on_an_sm90_device_says_what_to_do(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
+    import cusyncgen.cuda as cuda
+    from cusyncgen.cuda import bench
+    monkeypatch.setattr(cuda, "available", lambda: (True, ""))
+    assert bench.main(["mlp", "--models", "llama", "-o", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "llama" in err and "use llama-ep" in err and "--kernel sm80" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())

@@ -212,7 +212,8 @@ def main(argv=None) -> int:
     try:
         res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
     except CusyncError as exc:   # e.g. a model the kernel family lacks, the sm90 library missing
-        print(f"cusyncgen bench: error: {exc.message}", file=sys.stderr)
+        other = "" if cls.kernel == DEFAULT_KERNEL else f" (--kernel {DEFAULT_KERNEL} runs the {DEFAULT_KERNEL} kernels)"
+        print(f"cusyncgen bench: error: {exc.message}{other}", file=sys.stderr)
         return 1
     for r in res["rows"]:
         r.setdefault("kernel", cls.kernel)
