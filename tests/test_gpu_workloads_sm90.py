@@ -1,7 +1,8 @@
 """The sm90 MLP workload on a Hopper GPU, through `cusyncgen bench`'s own path: every configuration
 (StreamSync, PDL, TileSync/RowSync +PDL and +Chain, split-K where it applies) of a tile config of
 each model computes the float32 reference's result on fresh random inputs with poisoned outputs, at
-M = 1 and at an M that is a multiple of no tile; no wait timed out; and a one-size bench has the
+M = 1 and at an M that is a multiple of no tile, also with the second GeMM in the grouped order; no
+wait timed out; and a one-size bench has the
 rows, "kernel" and gemm section the report reads. Needs CuPy, PyTorch, an sm_90 GPU and the sm90
 library (built with nvcc, or CUSYNC_SM90_LIB)."""
 import pytest
@@ -34,6 +35,15 @@ def test_every_configuration_is_correct(model, M):
     wrong = [(r["config"], r["rel_err"]) for r in rows if not r["correct"]]
     assert not wrong, wrong
     assert all(r["kernel"] == "sm90" and r["tiles"] == tile for r in rows)
+
+
+@pytest.mark.parametrize("model,tile", [("gpt3", "128x256x64"), ("llama-ep", "128x128x64")])
+def test_the_grouped_second_gemm_is_correct(model, tile):
+    stream = cupy.cuda.Stream()
+    rows, *_ = W.measure_point(model, W.GROUPED2_MIN_M, 3, stream, seed=7, tile=tile, grouped2=True)
+    assert all(r["tiles"] == tile + " G2" for r in rows)
+    wrong = [(r["config"], r["rel_err"]) for r in rows if not r["correct"]]
+    assert not wrong, wrong
 
 
 def test_the_device_default_is_the_sm90_family():

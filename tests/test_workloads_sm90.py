@@ -132,11 +132,11 @@ def test_a_tile_config_that_does_not_fit_is_an_error(fake_sm90):
         MLPSm90("llama", 64)
 
 
-def _rows(model, M, tile, times, correct=None, kernel="sm90"):
+def _rows(model, M, tile, times, correct=None, kernel="sm90", tiles=None):
     names = [c.name for c in W.configs_for()]
     return [{"model": model, "M": M, "config": n, "kernel": kernel, "time_us": t, "correct": (correct or {}).get(n, True),
              "rel_err": 1e-3, "tiles": tile, "splits": "1/1",
-             "tile_cfg": W.Sm90Tiles(tile).as_dict()} for n, t in zip(names, times)]
+             "tile_cfg": (tiles or W.Sm90Tiles(tile)).as_dict()} for n, t in zip(names, times)]
 
 
 def test_choose_is_never_slower_than_the_fastest_stream_order():
@@ -159,22 +159,23 @@ def test_choose_is_never_slower_than_the_fastest_stream_order():
 
 def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     from cusyncgen.cuda import tune
+    fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 G2"): [11, 10, 10, 3, 10, 10]}
     cache = {"NVIDIA H100 80GB HBM3": {
-        f"gpt3|{M}|{tile}|lib-abc": {"rows": _rows("gpt3", M, tile, [t * M for t in times]), "tiles": tile}
-        for M in (1, 512) for tile, times in ((c, ts) for c, ts in zip(W.tile_candidates("gpt3", M),
-                                                                      [[10, 9, 8, 7, 6, 5], [10, 9, 9, 9, 9, 9],
-                                                                       [12, 11, 11, 11, 11, 11], [11, 10, 10, 4, 10, 10],
-                                                                       [13, 13, 13, 13, 13, 13], [14, 14, 14, 14, 14, 14]]))}}
+        f"gpt3|{M}|{t.label}|lib-abc": {"rows": _rows("gpt3", M, t.label, fast.get((M, t.label), [20, 19, 18, 17, 16, 15]),
+                                                     tiles=t), "tiles": t.label}
+        for M in (1, 512) for t in W.candidates("gpt3", M)}}
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 5 + 12   # M = 512: every tile config also with G2
     path = tmp_path / "tune-cache-h100-sm90.json"
     path.write_text(json.dumps(cache))
     assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
     assert res["kernel"] == "sm90" and [(c["M"], c["config"], c["tiles"]) for c in res["choices"]] == [
-        (1, "TileSync+Chain", "128x192x64"), (512, "TileSync+Chain", "128x192x64")]
+        (1, "TileSync+Chain", "128x192x64"), (512, "TileSync+Chain", "128x256x64 G2")]
     header = (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
-    assert '{1, "TileSync+Chain", 128, 192, 192,' in header
+    assert '{1, "TileSync+Chain", 128, 192, 192, 2.75, ""}' in header
     table = tune.load_dispatch(tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
-    assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", "128x192x64")
+    assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", W.Sm90Tiles("128x256x64", True))
+    assert tune.select(table, "gpt3", 1) == ("TileSync+Chain", W.Sm90Tiles("128x192x64"))
     assert "## gpt3" in (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()
     # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family
     with pytest.raises(SystemExit):

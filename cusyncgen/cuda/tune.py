@@ -28,10 +28,11 @@ from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, def
 
 
 def tiles_from_dict(d: dict):
-    """The tiles of a dispatch entry: the sm80 MlpTiles, or for an sm90 choice its tile config name
-    (the dict's "config")."""
+    """The tiles of a dispatch entry: the sm80 MlpTiles, or for an sm90 choice its Sm90Tiles (tile
+    config and the second GeMM's order)."""
     if "config" in d:
-        return d["config"]
+        from cusyncgen.workloads.mlp_sm90 import Sm90Tiles
+        return Sm90Tiles(d["config"], d.get("grouped2", False))
     return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
 
 

@@ -136,18 +136,34 @@ def configs_for(splits=("none",)) -> list[Sm90Config]:
 
 @dataclass(frozen=True)
 class Sm90Tiles:
-    """The tile config of an instance, with the `label` rows carry (as the sm80 MlpTiles)."""
+    """The tile config of an instance and whether the second GeMM walks the grouped order
+    (sm90.grouped_order: "G2"), with the `label` rows carry (as the sm80 MlpTiles)."""
 
     config: str
+    grouped2: bool = False
 
     @property
     def label(self) -> str:
-        return self.config
+        return self.config + (" G2" if self.grouped2 else "")
 
     def as_dict(self, splits=(1, 1)) -> dict:
         """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BN)."""
         bm, bn, _ = _dims(self.config)
-        return {"config": self.config, "splits": list(splits), "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
+        return {"config": self.config, "grouped2": self.grouped2, "splits": list(splits),
+                "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
+
+
+# From this M on, `cusyncgen tune` also measures each tile config with the second GeMM in the
+# grouped order (a wave of its tiles spans several row blocks, so the compiler's row-major order
+# reads its weight once per row block: docs/sm90.md, "The grouped order").
+GROUPED2_MIN_M = 256
+
+
+def candidates(model: str, M: int, configs=CONFIGS) -> list[Sm90Tiles]:
+    """What `cusyncgen tune` measures at one (model, M): every tile config (tile_candidates), and
+    past GROUPED2_MIN_M each also with the second GeMM in the grouped order."""
+    tiles = tile_candidates(model, M, configs)
+    return [Sm90Tiles(t) for t in tiles] + ([Sm90Tiles(t, True) for t in tiles] if M >= GROUPED2_MIN_M else [])
 
 
 @dataclass
@@ -167,6 +183,7 @@ class MLPSm90:
     model_name: str
     M: int
     tile: str | None = None
+    grouped2: bool = False   # the second GeMM (nothing waits on it) walks sm90.grouped_order
     timeout_ns: int = TIMEOUT_NS
     _runners: dict = field(default_factory=dict, repr=False)
 
@@ -191,7 +208,7 @@ class MLPSm90:
             raise CusyncError(f"{self.model_name}: tile config {self.tile!r} does not fit its GeMMs (those that do: "
                               f"{', '.join(c for c in CONFIGS if fits(self.model_name, c))})", None)
         self.model = sm80.MODELS[self.model_name]   # shapes, reference and vendor rows: the sm80 model's
-        self.tiles = Sm90Tiles(self.tile)
+        self.tiles = Sm90Tiles(self.tile, self.grouped2)
         from cusyncgen.cuda import sm90
         lib = sm90.library()
         if self.tile not in lib.configs:
@@ -222,7 +239,7 @@ class MLPSm90:
         if r is None:
             r = sm90.MlpRunner(self.model_name, self.M, RUNNER_ORDERING[cfg.ordering], cfg.policy, self.tile,
                                x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr,
-                               timeout_ns=self.timeout_ns, splits=cfg.splits)
+                               timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2)
             cupy.cuda.runtime.deviceSynchronize()   # its semaphores are zeroed on another stream
             self._runners[key] = r
         return r
@@ -269,10 +286,11 @@ def _with_splits(rows: list[dict], mlp: MLPSm90) -> list[dict]:
     return rows
 
 
-def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: str | None = None):
-    """Every configuration of one (model, M, tile config): rows (each checked against the float32
-    reference on poisoned outputs, as the sm80 MLP's), and the MLP."""
-    mlp = MLPSm90(model, M, tile)
+def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: str | None = None,
+                  grouped2: bool = False):
+    """Every configuration of one (model, M, tile config, order of the second GeMM): rows (each
+    checked against the float32 reference on poisoned outputs, as the sm80 MLP's), and the MLP."""
+    mlp = MLPSm90(model, M, tile, grouped2)
     with stream:
         rows, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
     stream.synchronize()
@@ -426,8 +444,9 @@ def library_digest() -> str:
 
 
 def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
-    """Measure (or reuse from the cache, keyed model|M|tile|library) every tile config of every
-    (model, M) and choose per size. device: report from the cache of that device without a GPU."""
+    """Measure (or reuse from the cache, keyed model|M|tiles|library) every candidate (every tile
+    config; past GROUPED2_MIN_M also with the second GeMM grouped) of every (model, M) and choose
+    per size. device: report from the cache of that device without a GPU."""
     import json
     from pathlib import Path
 
@@ -451,13 +470,15 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
         for M in sweep:
             t0 = time.time()
             rows = []
-            for tile in tile_candidates(model, M, configs):
-                key = f"{model}|{M}|{tile}|{runtime}"
+            for tiles in candidates(model, M, configs):
+                key = f"{model}|{M}|{tiles.label}|{runtime}"
                 if key not in entries:
                     if device is not None:
-                        raise KeyError(f"{model} M={M} tile {tile} is not in the cache for {dev} (library {runtime})")
-                    point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tile)
-                    entries[key] = {"rows": point, "tiles": tile}
+                        raise KeyError(f"{model} M={M} tiles {tiles.label} are not in the cache for {dev} (library "
+                                       f"{runtime})")
+                    point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tiles.config,
+                                                   grouped2=tiles.grouped2)
+                    entries[key] = {"rows": point, "tiles": tiles.label}
                     cache_path.write_text(json.dumps(cache, indent=1) + "\n")
                     del mlp
                     cupy.get_default_memory_pool().free_all_blocks()
