@@ -75,6 +75,20 @@ def _expr(v) -> Expr:
     return Expr(S.Num(v, _here(3)))
 
 
+def _name(name, what: str) -> str:
+    """A declaration's name: a str (analysis checks that it is an identifier)."""
+    if not isinstance(name, str):
+        raise CusyncError(f"the name of a {what} must be a str, not {type(name).__name__}",
+                          _here(3))
+    return name
+
+
+def _seq(items, what: str) -> tuple:
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise CusyncError(f"{what} must be a list or tuple, not {type(items).__name__}", _here(3))
+    return tuple(items)
+
+
 def cdiv(a, b) -> Expr:
     """``cdiv(a, b)``: division rounding up."""
     a, b = _expr(a), _expr(b)
@@ -87,7 +101,7 @@ class Param(Expr):
     __slots__ = ("name", "default", "span")
 
     def __init__(self, name: str, default=None):
-        self.name, self.span = name, _here()
+        self.name, self.span = _name(name, "Param"), _here()
         self.default = None if default is None else _expr(default)
         super().__init__(S.Name(name, self.span), (self,))
 
@@ -105,7 +119,7 @@ class Dim(Expr):
     __slots__ = ("name", "span")
 
     def __init__(self, name: str):
-        self.name, self.span = name, _here()
+        self.name, self.span = _name(name, "Dim"), _here()
         super().__init__(S.Name(name, self.span), (self,))
 
     def decl(self):
@@ -119,9 +133,12 @@ class Grid:
     """``Grid NAME(dims..., extents...);``; ``grid.x`` is its extent along dim ``x``."""
 
     def __init__(self, name: str, dims, extents):
-        self.name, self.span = name, _here()
-        self.dims = tuple(dims)
-        self.extents = tuple(_expr(e) for e in extents)
+        self.name, self.span = _name(name, "Grid"), _here()
+        self.dims = _seq(dims, f"the dims of Grid {name}")
+        self.extents = tuple(_expr(e) for e in _seq(extents, f"the extents of Grid {name}"))
+        for d in self.dims:
+            if not isinstance(d, Dim):
+                raise CusyncError(f"Grid {name}: {d!r} is not a Dim", self.span)
 
     def __getattr__(self, dim: str) -> Expr:
         if dim.startswith("_"):
@@ -182,7 +199,7 @@ class Dep:
     ``(grid, tile, ...)``."""
 
     def __init__(self, name: str, consumer: tuple, *producers: tuple):
-        self.name, self.span = name, _here()
+        self.name, self.span = _name(name, "Dep"), _here()
         if not producers:
             raise CusyncError(f"Dep {name} needs at least one producer group", self.span)
         self.groups = [self._group(g) for g in (consumer,) + producers]
@@ -209,7 +226,7 @@ class Program:
     the declarations it refers to."""
 
     def __init__(self, name: str, *items):
-        self.name = name
+        self.name = _name(name, "Program")
         self.items = items
         self.span = _here()
 

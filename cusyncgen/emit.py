@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
+import re
+from typing import Iterator
 
 import jinja2
+import numpy as np
 
-from cusyncgen import ir
+from cusyncgen import ir, limits
 
 AXES = ir.AXES
 
@@ -84,6 +87,12 @@ def _needs_floor(e: ir.Expr) -> bool:
     return False
 
 
+def _arg(name: str, *texts) -> str:
+    """A parameter's name, or ``/*name*/`` when the body does not use it (-Wunused-parameter)."""
+    used = re.compile(rf"\b{name}\b")
+    return name if any(used.search(t) for t in texts) else f"/*{name}*/"
+
+
 def _sum(terms: list) -> str:
     terms = [t for t in terms if t]
     return " + ".join(terms) if terms else "0"
@@ -99,6 +108,7 @@ def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
                  f"return cusync::Tile{{g + i * {st}, y, {'0' if Z == 1 else f'linear / {c * Y * st}'}}};"]
         z_term = "" if Z == 1 else f" + {st} * t.z"
         return {"name": g.name, "X": X, "Y": Y, "Z": Z, "num_tiles": g.num_tiles, "tile_lines": lines,
+                "linear_arg": "linear", "t_arg": "t",
                 "linear_expr": f"t.x / {st} + {c} * (t.y + {Y} * (t.x % {st}{z_term}))",
                 "order_comment": (f"the {c} tiles t, t+{st}, ... along x that one consumer tile reads are "
                                   f"consecutive, and each such group runs through all {Y} rows before the next "
@@ -129,33 +139,21 @@ def _order_view(g: ir.GridIR, o: ir.OrderIR) -> dict:
                    f"that one consumer tile reads are consecutive")
     else:
         comment = "row-major (x fastest, then y, then z)"
+    linear = _sum(terms)
     return {"name": g.name, "X": X, "Y": Y, "Z": Z, "num_tiles": g.num_tiles,
-            "tile_lines": lines, "linear_expr": _sum(terms), "order_comment": comment}
+            "tile_lines": lines, "linear_expr": linear, "order_comment": comment,
+            "linear_arg": _arg("linear", *lines), "t_arg": _arg("t", linear)}
 
 
 # ---- policies -----------------------------------------------------------------------------------
 
 def _coord(d: ir.DimMap, ax: str) -> str:
-    if d.kind == "tile":
-        return f"t.{ax}"
-    if d.kind == "all":
-        return ""
-    if d.kind == "mod":
-        return f"t.{ax} % {d.param}"
-    return f"t.{ax} / {d.param}"
+    return d.row.cxx(ax, d.param)
 
 
 def _group(d: ir.DimMap, ax: str, E: int):
     """Group size of one dim: an int or a C++ expression."""
-    if d.kind == "tile":
-        return 1
-    if d.kind == "all":
-        return E
-    if d.kind == "mod":
-        s = d.param
-        return E // s if E % s == 0 else f"({E // s} + (t.{ax} % {s} < {E % s} ? 1 : 0))"
-    k = d.param
-    return k if E % k == 0 else f"(t.{ax} / {k} < {E // k} ? {k} : {E % k})"
+    return d.row.cxx_group(ax, E, d.param)
 
 
 def _policy_view(p: ir.PolicyIR) -> dict:
@@ -178,14 +176,13 @@ def _policy_view(p: ir.PolicyIR) -> dict:
     value = " * ".join(([str(const)] if const != 1 or not exprs else []) + exprs)
     desc = ", ".join(f"{ax}: {_describe(d)}" for d, ax, E in zip(p.dims, AXES, p.producer_extent)
                      if E > 1) or "a single tile"
-    return {"struct": p.struct_name, "num_sems": p.num_sems, "sem": _sum(terms), "value": value,
-            "comment": f"{p.name}: {desc}"}
+    sem = _sum(terms)
+    return {"struct": p.struct_name, "num_sems": p.num_sems, "sem": sem, "value": value,
+            "comment": f"{p.name}: {desc}", "sem_arg": _arg("t", sem), "value_arg": _arg("t", value)}
 
 
 def _describe(d: ir.DimMap) -> str:
-    return {"tile": "one semaphore per tile", "all": "one semaphore for the whole dim",
-            "mod": f"tiles t % {d.param} share a semaphore",
-            "div": f"tiles t / {d.param} share a semaphore"}[d.kind]
+    return d.row.describe(d.param)
 
 
 # ---- waits --------------------------------------------------------------------------------------
@@ -227,8 +224,11 @@ def _waits_view(dep: ir.DepIR, prod: ir.ProducerIR) -> dict:
         branches.append({"end": offset(), "lines": lines, "comment": ts.text,
                          "tile": ", ".join(cxx(e) for e in ts.index)})
     text = f"up to {prod.count} tiles" if terms else ("1 tile" if prod.count == 1 else f"{prod.count} tiles")
+    count = offset()
+    body = [count] + [x for b in branches for x in b["lines"] + [b["end"], b["tile"]]]
     return {"struct": f"{dep.name}_{prod.grid}_waits", "producer": prod.grid,
-            "count": offset(), "branches": branches, "count_text": text}
+            "count": count, "branches": branches, "count_text": text,
+            "count_arg": _arg("c", count), "tile_arg": _arg("c", *body)}
 
 
 def header(program: ir.ProgramIR, namespace: str | None = None) -> str:
@@ -255,27 +255,146 @@ def header(program: ir.ProgramIR, namespace: str | None = None) -> str:
 
 
 # ---- JSON views ---------------------------------------------------------------------------------
+# Streamed: each view is a sequence of text chunks (about ir.CHUNK edges or tiles each), byte for
+# byte what json.dumps gives for the whole document. The size guard (limits.py) runs when the view
+# is asked for, before any chunk.
 
-def deps_json(program: ir.ProgramIR) -> str:
+def deps_json_chunks(program: ir.ProgramIR, max_edges: int | None = None) -> Iterator[str]:
+    """``{"grids": {name: [X, Y, Z]}, "edges": [[consumer, [x, y, z], producer, [x, y, z]], ...]}``
+    with the edges of ``program.edges()`` (sorted, deduplicated)."""
+    limits.check_edges(program, max_edges)
+    return _deps_chunks(program)
+
+
+def _deps_chunks(program: ir.ProgramIR) -> Iterator[str]:
     grids = {g.name: list(g.extent) for g in program.grids}
-    edges = [[c, list(ct), p, list(pt)] for c, ct, p, pt in program.edges()]
-    return json.dumps({"grids": grids, "edges": edges}) + "\n"
+    yield '{"grids": ' + json.dumps(grids) + ', "edges": ['
+    first = True
+    for consumer, producers, cols in program.edge_blocks():
+        if not len(cols[0]):
+            continue
+        text = _edge_text(json.dumps(consumer), [json.dumps(p) for p in producers], cols)
+        yield text[2:] if first else text
+        first = False
+    yield "]}\n"
 
 
-def policies_json(program: ir.ProgramIR) -> str:
+def policies_json_chunks(program: ir.ProgramIR, max_edges: int | None = None) -> Iterator[str]:
+    """``{"policies": [{"dep", "consumer", "producer", "name", "num_sems", "tiles": [[[x, y, z],
+    sem, value], ...]}, ...]}``, the tiles of each producer grid in lexicographic order."""
+    limits.check_tiles(program, max_edges, [program.grid(p.producer) for p in program.policies])
+    return _policies_chunks(program)
+
+
+def _policies_chunks(program: ir.ProgramIR) -> Iterator[str]:
+    yield '{"policies": ['
+    for n, p in enumerate(program.policies):
+        head = json.dumps({"dep": p.dep, "consumer": p.consumer, "producer": p.producer,
+                           "name": p.name, "num_sems": int(p.num_sems)})
+        yield (", " if n else "") + head[:-1] + ', "tiles": ['
+        X, Y, Z = p.producer_extent
+        for start in range(0, X * Y * Z, ir.CHUNK):
+            x, y, z = ir.lexicographic(np.arange(start, min(start + ir.CHUNK, X * Y * Z),
+                                                 dtype=np.int64), p.producer_extent)
+            cols = np.stack([x, y, z, p.sem_np(x, y, z), p.value_np(x, y, z)], axis=1)
+            text = ", [[%d, %d, %d], %d, %d]" * len(cols) % tuple(cols.ravel().tolist())
+            yield text[2:] if start == 0 else text
+        yield "]}"
+    yield "]}\n"
+
+
+def order_json_chunks(program: ir.ProgramIR, max_edges: int | None = None) -> Iterator[str]:
+    """``{"orders": {grid: [[x, y, z], ...]}}``: each grid's tiles in processing order."""
+    limits.check_tiles(program, max_edges, [program.grid(o.grid) for o in program.orders])
+    return _order_chunks(program)
+
+
+def _order_chunks(program: ir.ProgramIR) -> Iterator[str]:
+    yield '{"orders": {'
+    for n, o in enumerate(program.orders):
+        yield (", " if n else "") + json.dumps(o.grid) + ": ["
+        for start in range(0, o.num_tiles, ir.CHUNK):
+            t = o.tile(np.arange(start, min(start + ir.CHUNK, o.num_tiles), dtype=np.int64))
+            cols = np.stack(np.broadcast_arrays(*t), axis=1)
+            text = ", [%d, %d, %d]" * len(cols) % tuple(cols.ravel().tolist())
+            yield text[2:] if start == 0 else text
+        yield "]"
+    yield "}}\n"
+
+
+#: ``cusyncgen --emit VIEW``: the JSON views
+JSON_VIEWS = {"deps": deps_json_chunks, "policies": policies_json_chunks,
+              "order": order_json_chunks}
+
+
+def write_json(view: str, program: ir.ProgramIR, out, max_edges: int | None = None) -> None:
+    """Write the JSON view ``view`` (deps, policies, order) of ``program`` to the text file
+    ``out``, chunk by chunk."""
+    for text in JSON_VIEWS[view](program, max_edges):
+        out.write(text)
+
+
+def deps_json(program: ir.ProgramIR, max_edges: int | None = None) -> str:
+    """The deps view as one string."""
+    return "".join(deps_json_chunks(program, max_edges))
+
+
+def policies_json(program: ir.ProgramIR, max_edges: int | None = None) -> str:
+    """The policies view as one string."""
+    return "".join(policies_json_chunks(program, max_edges))
+
+
+def order_json(program: ir.ProgramIR, max_edges: int | None = None) -> str:
+    """The order view as one string."""
+    return "".join(order_json_chunks(program, max_edges))
+
+
+def _edge_text(consumer: str, producers: list, cols: tuple) -> str:
+    """``, [consumer, [x, y, z], producer, [x, y, z]]`` for each edge of a block (sorted by
+    consumer tile): the text of each distinct consumer tile and producer tile made once."""
+    cx, cy, cz, r, px, py, pz = cols
+    n = len(cx)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (cx[1:] != cx[:-1]) | (cy[1:] != cy[:-1]) | (cz[1:] != cz[:-1])
+    head = _pct(f", [{consumer}, [") + "%d, %d, %d], "
+    heads = [head % t for t in zip(cx[new].tolist(), cy[new].tolist(), cz[new].tolist())]
+    uniq, pid = _distinct([r, px, py, pz])
+    names = [p + ", [" for p in producers]
+    tails = [f"{names[k]}{x}, {y}, {z}]]" for k, x, y, z in zip(*(c.tolist() for c in uniq))]
+    tok = np.empty((n, 2), dtype=object)
+    tok[:, 0] = np.array(heads, dtype=object)[np.cumsum(new) - 1]
+    tok[:, 1] = np.array(tails, dtype=object)[pid]
+    return "".join(tok.ravel().tolist())
+
+
+def _distinct(cols: list) -> tuple:
+    """(the distinct rows of int64 columns, as columns; each row's index among them)."""
+    lo = [int(c.min()) for c in cols]
+    span = [int(c.max()) - l + 1 for c, l in zip(cols, lo)]
+    size = 1
+    for s_ in span:
+        size *= s_
+    if size > 1 << 24:
+        rows, pid = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        return [rows[:, a] for a in range(len(cols))], pid.ravel()
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, l, s_ in zip(cols, lo, span):
+        key *= s_
+        key += c - l
+    seen = np.zeros(size, dtype=bool)
+    seen[key] = True
+    keys = np.flatnonzero(seen)
+    pid = (np.cumsum(seen) - 1)[key]
     out = []
-    for p in program.policies:
-        tiles = [[list(t), p.sem(t), p.value(t)] for t in ir.product_tiles(p.producer_extent)]
-        out.append({"dep": p.dep, "consumer": p.consumer, "producer": p.producer,
-                    "name": p.name, "num_sems": p.num_sems, "tiles": tiles})
-    return json.dumps({"policies": out}) + "\n"
+    for l, s_ in zip(reversed(lo), reversed(span)):
+        out.append(keys % s_ + l)
+        keys = keys // s_
+    return out[::-1], pid
 
 
-def order_json(program: ir.ProgramIR) -> str:
-    orders = {o.grid: [list(o.tile(i)) for i in range(o.num_tiles)] for o in program.orders}
-    return json.dumps({"orders": orders}) + "\n"
-
-
+def _pct(text: str) -> str:
+    """``text`` inside a %-format string."""
+    return text.replace("%", "%%")
 
 
 def render_template(name: str, **context) -> str:

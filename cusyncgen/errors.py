@@ -12,6 +12,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from cusyncgen.syntax import Span
 
 
+def render(kind: str, message: str, span: "Span | None", prog: str = "cusyncgen") -> str:
+    """``file:line:col: <kind>: message`` with the source line and a caret under the span, or
+    ``<prog>: <kind>: message`` when there is no span (a command-line or I/O problem)."""
+    if span is None:
+        return f"{prog}: {kind}: {message}"
+    head = f"{span.file}:{span.line}:{span.col}: {kind}: {message}"
+    text = span.line_text
+    if text is None:
+        return head
+    text = text.expandtabs(1).rstrip("\n")
+    start = max(span.col - 1, 0)
+    if span.end_line == span.line:
+        width = max(span.end_col - span.col, 1)
+    else:
+        width = max(len(text) - start, 1)
+    width = max(min(width, len(text) - start), 1)
+    caret = " " * start + "^" + "~" * (width - 1)
+    return f"{head}\n{text}\n{caret}"
+
+
 class CusyncError(Exception):
     """Base class of every error caused by user input (a .dep file, -D values, DSL objects)."""
 
@@ -23,22 +43,37 @@ class CusyncError(Exception):
         self.span = span
 
     def __str__(self) -> str:
-        span = self.span
-        if span is None:
-            return f"cusyncgen: error: {self.message}"
-        head = f"{span.file}:{span.line}:{span.col}: error: {self.message}"
-        text = span.line_text
-        if text is None:
-            return head
-        text = text.expandtabs(1).rstrip("\n")
-        start = max(span.col - 1, 0)
-        if span.end_line == span.line:
-            width = max(span.end_col - span.col, 1)
-        else:
-            width = max(len(text) - start, 1)
-        width = max(min(width, len(text) - start), 1)
-        caret = " " * start + "^" + "~" * (width - 1)
-        return f"{head}\n{text}\n{caret}"
+        return render(self.kind, self.message, self.span)
+
+    def render(self, prog: str = "cusyncgen") -> str:
+        """``str(self)``, with ``prog`` (``cusyncgen plan``...) naming a spanless error's source."""
+        return render(self.kind, self.message, self.span, prog)
+
+
+class CusyncWarning(UserWarning):
+    """Something legal but probably not meant (a ForAll over a dim its tile does not use, a
+    program with no Dep). Never raised: collected in ``Compiled.warnings`` and printed by the
+    commands on stderr, rendered like an error with ``warning:``."""
+
+    kind = "warning"
+
+    def __init__(self, message: str, span: "Span | None" = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+    def __str__(self) -> str:
+        return render(self.kind, self.message, self.span)
+
+    def render(self, prog: str = "cusyncgen") -> str:
+        return render(self.kind, self.message, self.span, prog)
+
+    def __eq__(self, other):
+        return isinstance(other, CusyncWarning) and (self.message, self.span) == \
+            (other.message, other.span)
+
+    def __hash__(self):
+        return hash((self.message, self.span))
 
 
 class ParseError(CusyncError):
@@ -87,6 +122,15 @@ class ValueRangeError(CusyncError):
 
 class ArityError(CusyncError):
     """Wrong number of dims, extents or tile indices."""
+
+
+class ParamValueError(CusyncError, ValueError):
+    """A Param value (``-D`` or ``params=``) that is not an integer, or too large for 64 bits."""
+
+
+class InvalidNameError(CusyncError, ValueError):
+    """A name that cannot be a C++ identifier in the generated header (``Grid("my grid")``,
+    ``--namespace int``)."""
 
 
 class SoundnessError(CusyncError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 
 from cusyncgen import syntax as S
 from cusyncgen.errors import CusyncError, ParseError
@@ -20,8 +20,13 @@ def _lark() -> lark.Lark:
                      maybe_placeholders=False)
 
 
-class _Builder(Transformer):
-    """Lark tree -> syntax dataclasses. Every node gets a Span with the offending source line."""
+#: digits of the longest integer literal: Param values and extents are 64-bit at most
+MAX_LITERAL_DIGITS = 19
+
+
+class _Builder(Transformer_NonRecursive):
+    """Lark tree -> syntax dataclasses. Every node gets a Span with the offending source line.
+    Non-recursive: a sum of a thousand terms is a thousand levels deep."""
 
     def __init__(self, file: str, lines: list[str]):
         super().__init__(visit_tokens=False)
@@ -143,7 +148,13 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def num(self, meta, children):
-        return S.Num(int(children[0]), self._tok(children[0]))
+        text, span = str(children[0]), self._tok(children[0])
+        digits = text.lstrip("0") or "0"
+        if len(digits) > MAX_LITERAL_DIGITS or int(digits) > 2**63 - 1:
+            from cusyncgen.errors import ValueRangeError
+            raise ValueRangeError(f"the integer literal {_shorten(digits)} ({len(digits)} digits) "
+                                  f"does not fit in 64 bits", span)
+        return S.Num(int(digits), span)
 
     @v_args(meta=True)
     def name(self, meta, children):
@@ -156,6 +167,10 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def cdiv(self, meta, children):
         return S.CDiv(children[0], children[1], self._meta(meta))
+
+
+def _shorten(digits: str) -> str:
+    return digits if len(digits) <= 24 else f"{digits[:10]}...{digits[-10:]}"
 
 
 _READABLE = {"NAME": "a name", "INT": "a number", "$END": "end of input"}
@@ -222,8 +237,4 @@ def parse(text: str, file: str = "<string>") -> S.Program:
     except lark.exceptions.VisitError as e:
         if isinstance(e.orig_exc, CusyncError):  # raised by the builder
             raise e.orig_exc from None
-        if isinstance(e.orig_exc, RecursionError):
-            raise ParseError("expression nested too deeply", span_at(1, 1)) from None
         raise
-    except RecursionError:
-        raise ParseError("expression nested too deeply", span_at(1, 1)) from None

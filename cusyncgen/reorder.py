@@ -44,23 +44,18 @@ annotation is the user's promise), and anything the C preprocessor would change 
 expanded; ``#if`` branches are all read as code; raw string literals ``R"(...)"`` are not
 recognized).
 
-Errors print ``file:line:col: error: message``, the line and a caret (CusyncError) and exit 1.
+Errors print ``file:line:col: error: message``, the line and a caret (CusyncError) and exit 1;
+usage errors exit 2.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 
-try:
-    from cusyncgen.errors import CusyncError
-except ImportError:  # pragma: no cover - errors.py is part of the package
-    class CusyncError(Exception):  # type: ignore[no-redef]
-        def __init__(self, message, span=None):
-            super().__init__(message)
-            self.message, self.span = message, span
+from cusyncgen.errors import CusyncError
 
 
 @dataclass(frozen=True)
@@ -476,55 +471,45 @@ def rewrite(src: str, fname: str = "<input>") -> tuple[str, list[Move]]:
 
 # ---- CLI ----------------------------------------------------------------------------------------
 
-class _UsageError(Exception):
-    pass
-
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 done, 1 an error (unreadable input, a bad annotation, unwritable output), 2 usage."""
+    from cusyncgen import cliutil
+
+    prog = "cusyncgen reorder"
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = _ArgParser(prog="cusyncgen reorder",
-                    description="Move the independent tile load before the wait of the dependent one (optimization R)")
+    ap = cliutil.ArgumentParser(prog=prog, description="Move the independent tile load before the "
+                                                       "wait of the dependent one (optimization R)")
     ap.add_argument("file", help="CUDA source with #pragma cusync tile(A) / tile(B) annotations")
     ap.add_argument("-o", "--output", help="output file (default: stdout)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
-    try:
-        args = ap.parse_args(argv)
-    except _UsageError as e:
-        print(f"cusyncgen reorder: error: {e}", file=sys.stderr)
-        return 1
-    try:
-        with open(args.file, encoding="utf-8", newline="") as f:
-            src = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"cusyncgen reorder: error: cannot read '{args.file}': {e.strerror if isinstance(e, OSError) else e}",
-              file=sys.stderr)
-        return 1
-    try:
-        out, moves = rewrite(src, args.file)
-    except CusyncError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    if args.output:
+
+    def body(args) -> int:
+        if os.path.isdir(args.file):
+            raise CusyncError(f"cannot read '{args.file}': it is a directory")
         try:
-            with open(args.output, "w", encoding="utf-8", newline="") as f:
-                f.write(out)
-        except OSError as e:
-            print(f"cusyncgen reorder: error: cannot write '{args.output}': {e.strerror}", file=sys.stderr)
-            return 1
-    else:
-        sys.stdout.write(out)
-    if not args.quiet:
-        for m in moves:
-            print(f"{args.file}:{m.from_line}: moved the tile({m.operand}) load to line {m.to_line}, "
-                  f"before the wait of the dependent operand", file=sys.stderr)
-        if not moves:
-            print(f"{args.file}: nothing to move (already reordered)", file=sys.stderr)
-    return 0
+            with open(args.file, encoding="utf-8", newline="") as f:
+                src = f.read()
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise CusyncError(f"cannot read '{args.file}': "
+                              f"{e.strerror if isinstance(e, OSError) else e}") from None
+        out, moves = rewrite(src, args.file)
+        if args.output:
+            try:
+                with open(args.output, "w", encoding="utf-8", newline="") as f:
+                    f.write(out)
+            except OSError as e:
+                raise CusyncError(f"cannot write '{args.output}': {e.strerror}") from None
+        else:
+            cliutil.write_output(out, None, prog)
+        if not args.quiet:
+            for m in moves:
+                print(f"{args.file}:{m.from_line}: moved the tile({m.operand}) load to line {m.to_line}, "
+                      f"before the wait of the dependent operand", file=sys.stderr)
+            if not moves:
+                print(f"{args.file}: nothing to move (already reordered)", file=sys.stderr)
+        return 0
+
+    return cliutil.run(prog, ap, body, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -247,3 +247,52 @@ def _paren(e: Expr, prec: int) -> str:
     own = 1 if isinstance(e, BinOp) and e.op in "+-" else 2 if isinstance(e, BinOp) else 4
     text = unparse_expr(e)
     return f"({text})" if own < prec else text
+
+
+#: how deeply expressions may nest (a flat sum of N terms nests N levels): the analysis recurses
+#: over expressions, and this bound keeps it within cliutil.RECURSION_LIMIT
+MAX_DEPTH = 1000
+
+
+def _children(node) -> tuple:
+    if isinstance(node, (BinOp, CDiv)):
+        return (node.lhs, node.rhs)
+    if isinstance(node, Neg):
+        return (node.operand,)
+    if isinstance(node, RangeExpr):
+        return (node.hi,) if node.lo is None else (node.lo, node.hi)
+    if isinstance(node, TileExpr):
+        return node.indices
+    if isinstance(node, ForAllExpr):
+        return (node.tiles, node.range)
+    return ()
+
+
+def depth(e) -> int:
+    """How many levels the expressions in ``e`` nest (a name or number is 1; a Tile, ForAll or
+    Range adds none), without recursion."""
+    best, stack = 0, [(e, 0)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, (Num, Name, Extent, BinOp, Neg, CDiv)):
+            d += 1
+        best = max(best, d)
+        stack.extend((c, d) for c in _children(node))
+    return best
+
+
+def expressions(program: Program):
+    """Every top-level expression or tile set of the program's statements, in source order."""
+    for s in program.stmts:
+        if isinstance(s, ParamDecl):
+            if s.default is not None:
+                yield s.default
+        elif isinstance(s, GridDecl):
+            yield from s.extents
+        elif isinstance(s, TileDecl):
+            yield s.tile
+        elif isinstance(s, ForAllDecl):
+            yield s.forall
+        elif isinstance(s, DepDecl):
+            for g in (s.consumer,) + tuple(s.producers):
+                yield from g.tiles

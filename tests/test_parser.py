@@ -107,15 +107,33 @@ def test_missing_file_is_a_user_error():
         cusyncgen.compile("no/such/file.dep")
 
 
-@pytest.mark.parametrize("depth", [100, 3000, 20000])
-def test_deep_nesting_compiles_or_is_a_clean_error(depth):
+@pytest.mark.parametrize("depth", [100, 999, 3000, 20000])
+def test_deep_nesting_compiles_or_is_an_error_at_the_expression(depth):
     text = "Param v = " + "(" * depth + "1" + ")" * depth + ";\nParam w = " + "-" * depth + "1;"
-    try:
-        prog = cusyncgen.compile(text).program
-    except CusyncError as e:
-        assert "nested too deeply" in str(e)
+    if depth + 1 > S.MAX_DEPTH:
+        with pytest.raises(CusyncError) as info:
+            cusyncgen.compile(text)
+        assert info.value.span.line == 2 and info.value.span.col == 11  # the '-' chain, not line 1
+        assert f"nested {depth + 1} levels deep; at most {S.MAX_DEPTH}" in str(info.value)
     else:
+        prog = cusyncgen.compile(text).program
         assert dict(prog.params) == {"v": 1, "w": 1 if depth % 2 == 0 else -1}
+
+
+@pytest.mark.parametrize("terms", [500, S.MAX_DEPTH])
+def test_a_flat_sum_of_many_terms_compiles(terms):
+    """A sum of N terms nests N levels (left-associative); up to syntax.MAX_DEPTH it is accepted
+    in a Param, an extent and a tile index, through every command's analysis."""
+    s = "+".join(["1"] * terms)
+    idx = "+".join(["x"] + ["0"] * (terms - 1))
+    text = (f"Param P = {s};\nDim x;\nGrid a(x, {s});\nGrid b(x, P);\n"
+            f"Dep d({{b, Tile(x)}}, {{a, Tile({idx})}});\n")
+    prog = cusyncgen.compile(text).program
+    assert dict(prog.params) == {"P": terms} and prog.grid("a").extent == (terms, 1, 1)
+    too_long = text.replace(f"Param P = {s};", "Param P = " + "+".join(["1"] * (S.MAX_DEPTH + 1)) + ";")
+    with pytest.raises(ParseError) as info:
+        cusyncgen.compile(too_long)
+    assert (info.value.span.line, info.value.span.col) == (1, 11)
 
 
 TOKENS = ["Param", "Dim", "Grid", "Tile", "ForAll", "Dep", "Range", "cdiv", "x", "y", "g1", "H",

@@ -173,20 +173,21 @@ def test_cli_paper_json(capsys):
     assert len(data["table1"]) == 6 and len(data["table4"]) == 6
 
 
-@pytest.mark.parametrize("argv,msg", [
-    (["nonexistent.dep"], "no such file"),
-    (["--gpu", "p100", "--paper"], "unknown GPU"),
-    (["x.dep", "--occupancy", "g1"], "NAME=VALUE"),
-    (["x.dep", "--occupancy", "g1=0"], "not a valid value"),
-    (["x.dep", "--tile-time", "g1=-3"], "not a valid value"),
-    (["x.dep", "-D", "B=abc"], "not a valid value"),
-    ([], "missing FILE"),
-    (["--frobnicate"], "unrecognized"),
+@pytest.mark.parametrize("argv,msg,rc", [
+    (["nonexistent.dep"], "No such file", 1),
+    (["--gpu", "p100", "--paper"], "unknown GPU", 2),
+    (["x.dep", "--occupancy", "g1"], "NAME=VALUE", 2),
+    (["x.dep", "--occupancy", "g1=0"], "not a valid value", 2),
+    (["x.dep", "--tile-time", "g1=-3"], "not a valid value", 2),
+    (["x.dep", "-D", "B=abc"], "-D B: 'abc' is not an integer", 2),
+    ([], "missing FILE", 2),
+    (["--frobnicate"], "unrecognized", 2),
 ])
-def test_cli_errors(argv, msg, capsys):
-    assert plan_main(argv) == 1
+def test_cli_errors(argv, msg, rc, capsys):
+    assert plan_main(argv) == rc
     err = capsys.readouterr().err
     assert msg in err and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("cusyncgen plan: error: ")
 
 
 def test_cli_auto_without_cupy(capsys, monkeypatch):
@@ -218,9 +219,9 @@ def test_plan_recommends_streamsync_when_every_policy_is_slower():
 
 
 def test_cli_block_occupancy_errors(capsys):
-    assert plan_main(["x.dep", "--block", "g1=2000"]) == 1
+    assert plan_main(["x.dep", "--block", "g1=2000"]) == 2
     assert "not a valid value" in capsys.readouterr().err
     assert plan_main(["x.dep", "--block", "g1=1024,255,0", "--gpu", "v100"]) == 1   # 255 regs x 1024 threads
     assert "does not fit" in capsys.readouterr().err
-    assert plan_main(["x.dep", "--wait-cost", "-1"]) == 1
+    assert plan_main(["x.dep", "--wait-cost", "-1"]) == 2
     assert "--wait-cost" in capsys.readouterr().err

@@ -129,7 +129,7 @@ def test_cli_calibrated(capsys):
     assert "Recommended: PDL" in out
     assert plan_main(args + ["--calibrated", "--gpu", "v100"]) == 1
     assert "no timing terms" in capsys.readouterr().err
-    assert plan_main(args + ["--skew", "1.5"]) == 1
+    assert plan_main(args + ["--skew", "1.5"]) == 2
     assert "--skew" in capsys.readouterr().err
 
 

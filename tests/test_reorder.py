@@ -171,7 +171,7 @@ def test_cli_error_exit_1(tmp_path, capsys):
     assert not (tmp_path / "o.cu").exists()
     assert reorder_main([str(tmp_path / "missing.cu")]) == 1
     assert "cannot read" in capsys.readouterr().err
-    assert reorder_main([]) == 1
+    assert reorder_main([]) == 2
 
 
 # ---- nvcc ----------------------------------------------------------------------------------------

@@ -4,11 +4,17 @@ Uses only the documented reference model: ``program.grids`` (GridIR: name, exten
 ``program.orders`` (OrderIR: grid, tile(linear)), ``program.policies`` (PolicyIR: dep, consumer,
 producer, name, sem(tile), value(tile)) and ``program.producer_tiles(dep, consumer_tile)``.
 Tiles are linearized row-major (x fastest), the block index order of the hardware.
+
+A ``ProgramIR`` is read through its array forms (``OrderIR.tile`` over arrays,
+``PolicyIR.sem_np/value_np``, ``ProducerIR.enumerate_np``), in blocks, after the size guard
+(limits.py); any other object with the methods above, tile by tile.
 """
 
 from __future__ import annotations
 
-from .model import ChainSpec, DepSpec, GridSpec, PolicySpec
+import numpy as np
+
+from .model import ChainSpec, DepSpec, GridSpec, PolicySpec, Ragged
 
 
 class AdapterError(ValueError):
@@ -51,7 +57,11 @@ def _topo(grids: list, edges: set[tuple[str, str]]) -> list:
 
 
 def spec_from_program(program, occupancy: dict | None = None, tile_time: dict | None = None,
-                      source: str = "") -> ChainSpec:
+                      source: str = "", max_edges: int | None = None) -> ChainSpec:
+    """``max_edges``: the size guard's limit (limits.py; None: its default)."""
+    if hasattr(program, "edge_blocks"):
+        from cusyncgen import limits
+        limits.check_all(program, max_edges)
     occupancy = occupancy or {}
     tile_time = tile_time or {}
     grids_ir = _values(program.grids)
@@ -68,7 +78,7 @@ def spec_from_program(program, occupancy: dict | None = None, tile_time: dict | 
         gs = GridSpec(g.name, ext, int(occ), float(tile_time.get(g.name, 1.0)))
         o = orders.get(g.name)
         if o is not None:
-            gs.order = [gs.linear(o.tile(i)) for i in range(gs.num_tiles)]
+            gs.order = _order(gs, o)
             if not gs.has_custom_order:
                 gs.order = None
         specs[g.name] = gs
@@ -84,6 +94,11 @@ def spec_from_program(program, occupancy: dict | None = None, tile_time: dict | 
     for (dep, prod), pols in groups.items():
         cons = pols[0].consumer if isinstance(pols[0].consumer, str) else pols[0].consumer.name
         cg, pg = specs[cons], specs[prod]
+        arrays = _arrays(program, dep, prod)
+        if arrays is not None:
+            deps.append(DepSpec(dep if len(producers_of_dep[dep]) == 1 else f"{dep}[{prod}]", cons, prod,
+                                _waits(arrays, cg, pg), [_policy(p, pg) for p in pols]))
+            continue
         waits = []
         for c in range(cg.num_tiles):
             tiles = []
@@ -102,3 +117,43 @@ def spec_from_program(program, occupancy: dict | None = None, tile_time: dict | 
         deps.append(DepSpec(dep if len(producers_of_dep[dep]) == 1 else f"{dep}[{prod}]", cons, prod, waits, policies))
     order = _topo(list(specs.values()), {(d.producer, d.consumer) for d in deps})
     return ChainSpec(order, deps, source=source)
+
+
+def _order(gs: GridSpec, o) -> list:
+    """order[ticket] = the linear index of the tile the ticket-th block computes."""
+    if not hasattr(o, "extent"):
+        return [gs.linear(o.tile(i)) for i in range(gs.num_tiles)]
+    X, Y, _ = gs.extent
+    x, y, z = o.tile(np.arange(gs.num_tiles, dtype=np.int64))
+    return np.broadcast_to(x + X * (y + Y * z), (gs.num_tiles,)).tolist()
+
+
+def _arrays(program, dep: str, prod: str):
+    """The ProducerIR of (dep, prod) when ``program`` has the array forms, else None."""
+    find = getattr(program, "dep", None)
+    if find is None or not hasattr(program, "edge_blocks"):
+        return None
+    return find(dep).producer(prod)
+
+
+def _waits(p, cg: GridSpec, pg: GridSpec) -> Ragged:
+    """Per consumer tile (linear), the producer tiles (linear) it waits on, in blocks."""
+    from cusyncgen.ir import CHUNK
+    X, Y, _ = cg.extent
+    PX, PY, _ = pg.extent
+    step = max(1, CHUNK // max(1, p.count))
+    lengths, flat = [], []
+    for start in range(0, cg.num_tiles, step):
+        lin = np.arange(start, min(start + step, cg.num_tiles), dtype=np.int64)
+        counts, t = p.enumerate_np(lin % X, (lin // X) % Y, lin // (X * Y))
+        lengths.append(counts)
+        flat.append(t[:, 0] + PX * (t[:, 1] + PY * t[:, 2]))
+    offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
+    return Ragged(offsets, np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+
+
+def _policy(p, pg: GridSpec) -> PolicySpec:
+    X, Y, _ = pg.extent
+    lin = np.arange(pg.num_tiles, dtype=np.int64)
+    x, y, z = lin % X, (lin // X) % Y, lin // (X * Y)
+    return PolicySpec(p.name, p.sem_np(x, y, z).tolist(), p.value_np(x, y, z).tolist())

@@ -7,7 +7,7 @@
     cusyncgen plan --paper [--gpu v100] [--model kstep|block]   # Table I / IV reproduction
 
 Bad input prints ``cusyncgen plan: error: ...`` (or the compiler's ``file:line:col: error:``)
-and exits 1, without a traceback.
+without a traceback: exit 1 for an error, 2 for a usage error (cusyncgen/cliutil.py).
 """
 
 from __future__ import annotations
@@ -16,16 +16,13 @@ import argparse
 import json
 import sys
 
-from .gpus import GPUError, get_gpu, occupancy
+from cusyncgen import cliutil
+from cusyncgen.cliutil import UsageError as _UsageError
+from cusyncgen.errors import CusyncError
 
+from .gpus import GPUS, GPUError, get_gpu, occupancy
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # exit 1 with our own message instead of argparse's exit 2
-        raise _UsageError(message)
+PROG = "cusyncgen plan"
 
 
 def _kv(items: list[str], what: str, conv):
@@ -69,11 +66,13 @@ def _block_res(v: str) -> tuple[int, int, int]:
     return tuple(nums)
 
 
-def _parser() -> _Parser:
-    p = _Parser(prog="cusyncgen plan", description="Wave model and policy simulation for a .dep program")
-    p.add_argument("file", nargs="?", help=".dep file")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="N=V", help="set a Param")
-    p.add_argument("--gpu", default="h100", help="v100, a100, h100, h200 or auto (CuPy); default h100")
+def _parser() -> argparse.ArgumentParser:
+    p = cliutil.ArgumentParser(prog=PROG, description="Wave model and policy simulation for a .dep program")
+    p.add_argument("file", nargs="?", help=".dep file ('-' = stdin)")
+    p.add_argument("-D", dest="defines", action="append", default=[], type=cliutil.param, metavar="N=V",
+                   help="set a Param")
+    p.add_argument("--gpu", default=None,
+                   help="v100, a100, h100, h200 or auto (CuPy); default h100, and v100 (the paper's) with --paper")
     p.add_argument("--occupancy", action="append", default=[], metavar="GRID=BLOCKS_PER_SM")
     p.add_argument("--tile-time", action="append", default=[], metavar="GRID=US",
                    help="time of one block of GRID (default 1: times are in tile times)")
@@ -93,48 +92,54 @@ def _parser() -> _Parser:
                    help="kstep: a consumer waits before each producer tile it loads (default); "
                         "block: a consumer tile starts once all its producer tiles are posted")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--max-edges", type=_pos_int, default=None, metavar="N",
+                   help="refuse programs with more than N (consumer tile, producer tile) edges or a grid "
+                        "of more than N tiles (default: cusyncgen.limits.DEFAULT_MAX_EDGES)")
     p.add_argument("--paper", action="store_true", help="reproduce the paper's Tables I and IV (V100)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    return cliutil.run(PROG, _parser(), _main, argv)
+
+
+def _gpu(name: str):
+    if name.lower() != "auto" and name.lower() not in GPUS:
+        raise _UsageError(f"--gpu: unknown GPU '{name}' (known: {', '.join(sorted(GPUS))}, auto)")
     try:
-        args = _parser().parse_args(argv)
-        gpu = get_gpu(args.gpu)
-        if args.paper:
-            from .paper import render_paper, reproduce_table1, reproduce_table4
-            if args.json:
-                print(json.dumps({"table1": reproduce_table1(gpu.num_sms),
-                                  "table4": reproduce_table4(gpu.num_sms, args.model)}, indent=2, default=list))
-            else:
-                print(render_paper(gpu.num_sms, args.model))
-            return 0
-        if not args.file:
-            raise _UsageError("missing FILE.dep (or --paper)")
-        params = _kv(args.defines, "-D", int)
-        occ = _kv(args.occupancy, "--occupancy", _pos_int)
-        tt = _kv(args.tile_time, "--tile-time", _pos_float)
-        for name, res in _kv(args.block, "--block", _block_res).items():
-            if name in occ:
-                raise _UsageError(f"both --occupancy and --block for grid '{name}'")
-            n = occupancy(gpu, *res)
-            if n == 0:
-                raise _UsageError(f"--block {name}: a block of {res[0]} threads, {res[1]} registers per thread and "
-                                  f"{res[2]} bytes of shared memory does not fit on one SM of {gpu.name}")
-            occ[name] = n
-        terms = _timing_terms(args, gpu)
-        return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms)
-    except _UsageError as e:
-        print(f"cusyncgen plan: error: {e}", file=sys.stderr)
-        return 1
+        return get_gpu(name)
     except GPUError as e:
-        print(f"cusyncgen plan: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # e.g. piped into head
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise CusyncError(str(e)) from None
+
+
+def _main(args) -> int:
+    gpu = _gpu(args.gpu or ("v100" if args.paper else "h100"))
+    if args.paper:
+        from .paper import render_paper, reproduce_table1, reproduce_table4
+        if args.json:
+            out = json.dumps({"gpu": gpu.name, "num_sms": gpu.num_sms,
+                              "table1": reproduce_table1(gpu.num_sms),
+                              "table4": reproduce_table4(gpu.num_sms, args.model)}, indent=2, default=list)
+        else:
+            out = render_paper(gpu.num_sms, args.model, gpu.name.upper() if gpu.name in GPUS else gpu.name)
+        cliutil.write_output(out + "\n", None, PROG)
         return 0
+    if not args.file:
+        raise _UsageError("missing FILE.dep (or --paper)")
+    params = dict(args.defines)
+    occ = _kv(args.occupancy, "--occupancy", _pos_int)
+    tt = _kv(args.tile_time, "--tile-time", _pos_float)
+    for name, res in _kv(args.block, "--block", _block_res).items():
+        if name in occ:
+            raise _UsageError(f"both --occupancy and --block for grid '{name}'")
+        n = occupancy(gpu, *res)
+        if n == 0:
+            raise CusyncError(f"--block {name}: a block of {res[0]} threads, {res[1]} registers per thread and "
+                              f"{res[2]} bytes of shared memory does not fit on one SM of {gpu.name}")
+        occ[name] = n
+    terms = _timing_terms(args, gpu)
+    return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms, max_edges=args.max_edges)
 
 
 def _timing_terms(args, gpu) -> tuple[float, float, float]:
@@ -149,52 +154,42 @@ def _timing_terms(args, gpu) -> tuple[float, float, float]:
     from .gpus import timing
     t = timing(gpu)
     if t == type(t)():
-        raise _UsageError(f"--calibrated: no timing terms measured for {gpu.name} (cusyncgen/plan/gpus.py TIMINGS)")
+        raise CusyncError(f"--calibrated: no timing terms measured for {gpu.name} (cusyncgen/plan/gpus.py TIMINGS)")
     return t.wait_cost_us, t.launch_gap_us, t.tail_skew
 
 
-def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0) -> int:
+def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0,
+               max_edges=None) -> int:
     import os
 
     from .adapter import AdapterError, spec_from_program
     from .planner import make_plan
     from .report import render
+
+    compiled = cliutil.compile_file(path, params)
+    program = compiled.program
+    if not program.deps:
+        raise CusyncError(f"{path} declares no Dep: there is no dependent kernel to plan")
+    cliutil.warn(compiled, PROG)
     try:
-        from cusyncgen.errors import CusyncError
-    except ImportError:  # pragma: no cover
-        CusyncError = ValueError  # type: ignore
-    if not os.path.isfile(path):
-        print(f"cusyncgen plan: error: cannot read '{path}': no such file", file=sys.stderr)
-        return 1
-    try:
-        import cusyncgen
-        compile_ = getattr(cusyncgen, "compile", None)
-        if compile_ is None:
-            print("cusyncgen plan: error: this cusyncgen has no compiler (cusyncgen.compile)", file=sys.stderr)
-            return 1
-        from pathlib import Path
-        result = compile_(Path(path), params=params)
-        program = getattr(result, "program", result)
         spec = spec_from_program(program, occ, tt, source=os.path.basename(path)
-                                 + "".join(f" -D {k}={v}" for k, v in params.items()))
+                                 + "".join(f" -D {k}={v}" for k, v in params.items()),
+                                 max_edges=max_edges)
         plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile",
                          wait_cost=wait_cost, launch_gap=launch_gap, skew=skew)
-    except CusyncError as e:
-        print(str(e), file=sys.stderr)
-        return 1
     except (AdapterError, ValueError) as e:
-        print(f"cusyncgen plan: error: {e}", file=sys.stderr)
-        return 1
+        raise CusyncError(str(e)) from None
     if tt and len(tt) != len(spec.grids):
         missing = [g.name for g in spec.grids if g.name not in tt]
-        print(f"cusyncgen plan: note: no --tile-time for {', '.join(missing)}: 1.0 used, times are not in us",
+        print(f"{PROG}: note: no --tile-time for {', '.join(missing)}: 1.0 used, times are not in us",
               file=sys.stderr)
     if (launch_gap or wait_cost) and not (tt and len(tt) == len(spec.grids)):
-        print("cusyncgen plan: note: --launch-gap/--wait-cost/--calibrated are in the unit of --tile-time; "
+        print(f"{PROG}: note: --launch-gap/--wait-cost/--calibrated are in the unit of --tile-time; "
               "without it for every grid they are in tile times", file=sys.stderr)
     if not any(g.name in occ for g in spec.grids):
-        print("cusyncgen plan: note: no --occupancy given: 1 block per SM assumed for every grid", file=sys.stderr)
-    print(json.dumps(plan, indent=2, default=list) if as_json else render(plan))
+        print(f"{PROG}: note: no --occupancy given: 1 block per SM assumed for every grid", file=sys.stderr)
+    cliutil.write_output((json.dumps(plan, indent=2, default=list) if as_json else render(plan)) + "\n",
+                         None, PROG)
     return 0
 
 

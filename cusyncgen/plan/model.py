@@ -10,10 +10,54 @@ Tiles are linear indices ``x + X*(y + Y*z)`` (the runtime's row-major order, x f
 from __future__ import annotations
 
 import itertools
+from array import array
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .simulate import Chain, Stage
+import numpy as np
+
+from .simulate import Chain, Stage, Steps
+
+
+class Ragged(Sequence):
+    """Per consumer tile, a list of ints (its waited producer tiles), stored flat:
+    ``flat[offsets[c]:offsets[c + 1]]`` (int64 arrays). ``r[c]`` is that list."""
+
+    def __init__(self, offsets, flat):
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.flat = np.asarray(flat, dtype=np.int64)
+
+    @classmethod
+    def of(cls, lists) -> "Ragged":
+        """``lists`` (a Ragged, or a sequence of sequences of ints) as a Ragged."""
+        if isinstance(lists, Ragged):
+            return lists
+        lengths = [len(t) for t in lists]
+        flat = [p for t in lists for p in t]
+        return cls(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
+                   np.array(flat, dtype=np.int64))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, c: int) -> list:
+        if not -len(self) <= c < len(self):
+            raise IndexError(c)
+        c %= len(self)
+        return self.flat[self.offsets[c]:self.offsets[c + 1]].tolist()
+
+    def new_runs(self, sem) -> np.ndarray:
+        """Per waited tile: does its semaphore (``sem[tile]``) differ from the previous one of
+        the same consumer tile (the first of each consumer tile always does)?"""
+        s = np.asarray(sem)[self.flat]
+        new = np.ones(len(s), dtype=bool)
+        new[1:] = s[1:] != s[:-1]
+        new[self.offsets[:-1][self.lengths > 0]] = True
+        return new
 
 
 @dataclass
@@ -59,7 +103,7 @@ class DepSpec:
     name: str
     consumer: str
     producer: str
-    waits: Sequence[Sequence[int]]   # per consumer tile (linear): producer tiles (linear), in wait order
+    waits: Sequence[Sequence[int]]   # per consumer tile (linear): producer tiles (linear), in wait order (or a Ragged)
     policies: list[PolicySpec] = field(default_factory=list)
 
 
@@ -86,16 +130,8 @@ class ChainSpec:
 
     def total_waits(self, choice: Sequence[int]) -> int:
         """Semaphore waits all consumer blocks perform (consecutive waits on one semaphore count once)."""
-        n = 0
-        for d, i in zip(self.deps, choice):
-            sem = d.policies[i].sem
-            for tiles in d.waits:
-                prev = None
-                for p in tiles:
-                    if sem[p] != prev:
-                        n += 1
-                        prev = sem[p]
-        return n
+        return sum(int(Ragged.of(d.waits).new_runs(d.policies[i].sem).sum())
+                   for d, i in zip(self.deps, choice))
 
 
 def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, model: str = "kstep",
@@ -108,31 +144,71 @@ def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, mode
     if model not in ("kstep", "block"):
         raise ValueError(f"unknown model {model!r}")
     posts: dict[str, list[list]] = {g.name: [[] for _ in range(g.num_tiles)] for g in spec.grids}
-    waits: dict[str, list[list]] = {g.name: [[] for _ in range(g.num_tiles)] for g in spec.grids}
     sem_values: dict = {}
+    keys: list = []   # semaphore id -> (dep index, sem): the chain's semaphores are these ids
+    syncs: dict = {}  # consumer grid -> [(consumer tiles, step positions, ids)], steps per tile
     for di, (d, pi) in enumerate(zip(spec.deps, choice)):
         pol = d.policies[pi]
         prod = spec.grid(d.producer)
-        for t in range(prod.num_tiles):
-            key = (di, pol.sem[t])
-            posts[d.producer][t].append(key)
-            sem_values[key] = pol.value[t]
-        for c, tiles in enumerate(d.waits):
-            steps = waits[d.consumer][c]
-            prev = None
-            for p in tiles:
-                key = (di, pol.sem[p])
-                if key != prev:
-                    steps.append([key])
-                    prev = key
-                else:
-                    steps.append([])
+        sems, inv = np.unique(np.asarray(pol.sem[:prod.num_tiles]), return_inverse=True)
+        ids = len(keys) + inv.ravel()
+        last = np.zeros(len(sems), dtype=np.int64)   # a semaphore's value: its last tile's
+        np.maximum.at(last, inv.ravel(), np.arange(len(inv.ravel())))
+        value = np.asarray(pol.value)[last].tolist()
+        for t, k in enumerate(ids.tolist()):
+            posts[d.producer][t].append(k)
+        for j, v in enumerate(value):
+            sem_values[len(keys) + j] = v
+        keys += [(di, s) for s in sems.tolist()]
+        # one step per waited tile; a step waits on its tile's semaphore unless the step before
+        # it (of the same consumer tile and dep) waited on the same one
+        w = Ragged.of(d.waits)
+        pieces, nsteps = syncs.setdefault(d.consumer, ([], np.zeros(len(w), dtype=np.int64)))
+        lengths = w.lengths
+        new = w.new_runs(ids)
+        tile = np.repeat(np.arange(len(w)), lengths)
+        pos = np.arange(len(w.flat)) - np.repeat(w.offsets[:-1], lengths) + nsteps[tile]
+        nsteps += lengths
+        pieces.append((tile[new], pos[new], ids[w.flat[new]]))
     stages = []
     for g in spec.grids:
-        w = waits[g.name]
-        if model == "block":
-            w = [[sorted({k for step in steps for k in step}, key=repr)] if steps else [] for steps in w]
+        w = None
+        if g.name in syncs:
+            w = _steps(syncs[g.name], keys, model)
+            if not any(w):
+                w = None
         order = list(g.order) if (custom_order and g.order is not None) else None
         stages.append(Stage(g.name, g.num_tiles, g.occupancy, g.tile_time, order, posts[g.name],
-                            w if any(w) else None, wait_cost))
+                            w, wait_cost))
     return Chain(stages, sem_values)
+
+
+def _steps(sync: tuple, keys: list, model: str) -> list:
+    """Per consumer tile, its Steps (or () with none) from the sync points of its deps."""
+    pieces, nsteps = sync
+    if len(pieces) == 1:   # one dep: its sync points are by tile, then by position already
+        tile, pos, ids = pieces[0]
+    else:                  # by tile; within one, by dep, then by position
+        tile = np.concatenate([p[0] for p in pieces])
+        order = np.argsort(tile, kind="stable")
+        tile = tile[order]
+        pos = np.concatenate([p[1] for p in pieces])[order]
+        ids = np.concatenate([p[2] for p in pieces])[order]
+    bounds = np.searchsorted(tile, np.arange(len(nsteps) + 1)).tolist()
+    n = nsteps.tolist()
+    if model == "block":   # every semaphore in one step, in the order of their (dep, sem) text
+        rank = {k: r for r, k in enumerate(sorted(range(len(keys)), key=lambda k: repr(keys[k])))}
+        ids = ids.tolist()
+        return [Steps(1, (0,), (sorted(set(ids[a:b]), key=rank.__getitem__),)) if n[c] else ()
+                for c, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    pos = _int_array(pos)
+    ids = _int_array(ids)
+    return [Steps(n[c], pos, ids, a, b, single=True) if n[c] else ()
+            for c, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def _int_array(a: np.ndarray) -> array:
+    """``a`` as an array.array of int64: indexes to Python ints, 8 bytes an element."""
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    return out

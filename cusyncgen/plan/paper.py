@@ -155,14 +155,19 @@ def reproduce_table4(num_sms: int = V100_SMS, model: str = "kstep") -> list[dict
     return out
 
 
-def render_paper(num_sms: int = V100_SMS, model: str = "kstep") -> str:
-    lines = [f"Table I (V100, {num_sms} SMs): model vs paper",
+def render_paper(num_sms: int = V100_SMS, model: str = "kstep", gpu_name: str = "V100") -> str:
+    """Tables I and IV of the paper beside the wave model's numbers on ``gpu_name`` (the paper's
+    V100 by default; on another GPU every difference from the paper is the GPU's, not the paper's)."""
+    lines = [f"Table I ({gpu_name}, {num_sms} SMs): model vs paper",
              f"{'batch':>5} {'gemm':<8} {'TBs':>9} {'per wave':>9} {'waves':>6} {'paper':>6} {'util':>5} {'paper':>5} {'last wave':>9}"]
     for r in reproduce_table1(num_sms):
         lines.append(f"{r['batch']:>5} {r['gemm']:<8} {_fmt_grid(r['grid']):>9} {r['occupancy']}x{num_sms:<6} "
                      f"{r['waves']:>6.2f} {r['paper_waves']:>6} {r['utilization']*100:>4.0f}% {r['paper_utilization']*100:>4.0f}% "
                      f"{r['last_wave_utilization']*100:>8.0f}%")
-    lines += ["", f"Table IV (V100, {num_sms} SMs, GPT-3 MLP; sim: {model} model, times in waves of one tile time)",
+    if num_sms != V100_SMS:
+        lines.insert(0, f"note: the paper's numbers are for a V100 ({V100_SMS} SMs); on {gpu_name} the "
+                        f"differences below are the GPU's, not the paper's")
+    lines += ["", f"Table IV ({gpu_name}, {num_sms} SMs, GPT-3 MLP; sim: {model} model, times in waves of one tile time)",
               f"{'B*S':>5} {'grid1':>8} {'w1':>5} {'grid2':>8} {'w2':>5} | {'SS':>3} {'paper':>5} | {'CS':>5} {'paper':>5} |"
               f" {'simSS':>5} {'simTile':>7} {'simRow':>6} {'decr(best)':>10} {'paper':>7}"]
     notes = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .gpus import GPU
 from .model import ChainSpec, build_chain
-from .simulate import critical_path, simulate, stream_sync_time
+from .simulate import Chain, Stage, critical_path, simulate, stream_sync_time
 from .waves import fits_in_two_waves, wave_stats
 
 ORDERINGS = {
@@ -58,7 +58,10 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         stats.append(ws)
         grids.append({"name": g.name, "extent": list(g.extent), "occupancy": g.occupancy,
                       "tile_time": g.tile_time, "custom_order": g.has_custom_order, **ws.as_dict()})
-    bare = build_chain(spec, [0] * len(spec.deps), False, model)
+    if model not in ("kstep", "block"):
+        raise ValueError(f"unknown model {model!r}")
+    # StreamSync runs the stages one after the other: no semaphores, so none are built
+    bare = Chain([Stage(g.name, g.num_tiles, g.occupancy, g.tile_time) for g in spec.grids])
     base = stream_sync_time(bare, sms, launch_gap, skew)
     pdl = stream_sync_time(bare, sms, 0.0, skew) if launch_gap > 0 and gpu.cc >= 90 else None
     unit = max(g.tile_time for g in spec.grids)

@@ -67,6 +67,41 @@ Sem = Hashable
 LAUNCH_MODES = ("ordered", "reversed", "stream", "persistent")
 
 
+class Steps:
+    """A block's steps, compactly: ``n`` steps, of which the ones at positions ``pos[lo:hi]``
+    (increasing) wait on the semaphores ``keys[lo:hi]`` (a sequence of semaphores each, or with
+    ``single`` one semaphore each); the others wait on none. ``pos`` and ``keys`` may be lists
+    shared by many tiles. Iterates as the list of steps (a tuple of semaphores each) that it
+    stands for."""
+
+    __slots__ = ("n", "pos", "keys", "lo", "hi", "single")
+
+    def __init__(self, n: int, pos: Sequence[int], keys: Sequence, lo: int = 0, hi: int | None = None,
+                 single: bool = False):
+        self.n, self.pos, self.keys, self.lo, self.single = n, pos, keys, lo, single
+        self.hi = len(pos) if hi is None else hi
+
+    @classmethod
+    def of(cls, steps) -> "Steps":
+        """``steps`` (a Steps, or a list of steps: sequences of semaphores) as a Steps."""
+        if isinstance(steps, Steps):
+            return steps
+        pos = [i for i, step in enumerate(steps) if len(step)]
+        return cls(len(steps), pos, [steps[i] for i in pos])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        keys = self.keys[self.lo:self.hi]
+        sync = dict(zip(self.pos[self.lo:self.hi], [(k,) for k in keys] if self.single else keys))
+        for i in range(self.n):
+            yield tuple(sync.get(i, ()))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Steps) and list(self) == list(other)
+
+
 @dataclass
 class Stage:
     name: str
@@ -75,7 +110,7 @@ class Stage:
     tile_time: float = 1.0
     order: Sequence[int] | None = None
     posts: Sequence[Sequence[Sem]] | None = None
-    waits: Sequence[Sequence[Sequence[Sem]]] | None = None
+    waits: Sequence[Sequence[Sequence[Sem]]] | None = None   # per tile: its steps (or a Steps)
     wait_cost: float = 0.0   # time each step with a semaphore adds (the load of the semaphore)
 
     def tile_of_ticket(self, ticket: int) -> int:
@@ -150,10 +185,12 @@ class SimResult:
 
 
 class _Block:
-    __slots__ = ("stage", "tile", "steps", "step", "units", "sm", "since", "dur")
+    __slots__ = ("stage", "tile", "steps", "step", "sp", "units", "sm", "since", "dur")
 
     def __init__(self, stage: int, tile: int, steps, units: int, sm: int, dur: float):
+        steps = steps if type(steps) is Steps else Steps.of(steps)
         self.stage, self.tile, self.steps, self.step = stage, tile, steps, 0
+        self.sp = steps.lo   # the first sync point (index into steps.pos) at or after step
         self.units, self.sm, self.since, self.dur = units, sm, 0.0, dur
 
 
@@ -193,14 +230,14 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     for s in stages:
         cap = cap * s.occupancy // math.gcd(cap, s.occupancy)
     free = [cap] * num_sms
+    slots = [] if unlimited else [(-cap, i) for i in range(num_sms)]   # heap of (-free, SM); stale entries skipped
     # dispatch queue: (stage index, ticket)
     stage_seq = list(range(len(stages)))
     if launch == "reversed":
         stage_seq.reverse()
     queue = [(si, k) for si in stage_seq for k in range(stages[si].num_tiles)]
     qpos = 0
-    counts: dict = {k: 0 for k in chain.sem_values}
-    values = chain.sem_values
+    need: dict = dict(chain.sem_values)   # posts a semaphore still needs (<= 0: posted)
     waiters: dict = {}
     events: list = []   # (time, seq, block)
     seq = 0
@@ -211,44 +248,53 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     waiting = 0
     wait_time = 0.0
     woken: set = set()   # stages whose launch-gap wake-up is scheduled (stream mode)
-
-    def ready_steps(b: _Block) -> tuple[int, int]:
-        """(steps ready to run now, how many of them wait on a semaphore)"""
-        n = synced = 0
-        for step in b.steps[b.step:]:
-            for k in step:
-                if counts[k] < values[k]:
-                    return n, synced
-            n += 1
-            if step:
-                synced += 1
-        return n, synced
+    push, pop = heapq.heappush, heapq.heappop
 
     def advance(b: _Block) -> None:
-        """Run as many ready steps as possible, or park the block on its first unposted semaphore."""
+        """Run as many ready steps as possible (up to the first whose semaphores are not all
+        posted), or park the block on its first unposted semaphore."""
         nonlocal seq, waiting
-        nsteps = len(b.steps)
+        st = b.steps
+        nsteps = st.n
         if nsteps == 0:
-            heapq.heappush(events, (now + b.dur, seq, b))
+            push(events, (now + b.dur, seq, b))
             seq += 1
             return
-        n, synced = ready_steps(b)
-        if n == 0:
-            for k in b.steps[b.step]:
-                if counts[k] < values[k]:
-                    waiters.setdefault(k, []).append(b)
+        pos, keys = st.pos, st.keys
+        j, m = b.sp, st.hi
+        blocked = None   # (the first unposted semaphore when j < m)
+        if st.single:
+            while j < m:
+                if need[keys[j]] > 0:
+                    blocked = keys[j]
                     break
+                j += 1
+        else:
+            while j < m:
+                unposted = [k for k in keys[j] if need[k] > 0]
+                if unposted:
+                    blocked = unposted[0]
+                    break
+                j += 1
+        n = (pos[j] if j < m else nsteps) - b.step
+        if n == 0:   # park on the semaphore
+            if blocked in waiters:
+                waiters[blocked].append(b)
+            else:
+                waiters[blocked] = [b]
             b.since = now
             waiting += 1
             return
+        synced = j - b.sp
         b.step += n
-        heapq.heappush(events, (now + b.dur * n / nsteps + stages[b.stage].wait_cost * synced, seq, b))
+        b.sp = j
+        push(events, (now + b.dur * n / nsteps + stages[b.stage].wait_cost * synced, seq, b))
         seq += 1
 
     def stage_ready(si: int) -> bool:
         """Stream order: may stage si dispatch now (previous stage done, and the launch gap over)?"""
         nonlocal seq
-        if launch != "stream" or si == 0:
+        if si == 0:
             return True
         prev = stages[si - 1]
         if done_per_stage[si - 1] < prev.num_tiles:
@@ -258,61 +304,64 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
             return True
         if si not in woken:   # a wake-up event (no block) at the end of the gap
             woken.add(si)
-            heapq.heappush(events, (start, seq, None))
+            push(events, (start, seq, None))
             seq += 1
         return False
 
+    stream = launch == "stream"
+    nqueue = len(queue)
     while True:
         # dispatch in queue order while the head block fits
-        while qpos < len(queue):
+        while qpos < nqueue:
             si, ticket = queue[qpos]
-            if not stage_ready(si):
+            if stream and not stage_ready(si):
                 break
             st = stages[si]
             units = cap // st.occupancy
-            best = -1
             if unlimited:
                 best = qpos
-            else:
-                bf = units - 1
-                for i, f in enumerate(free):
-                    if f > bf:
-                        best, bf = i, f
-                        if f == cap:
-                            break
-                if best < 0:
+            else:   # the SM with the most free capacity, the lowest index on ties
+                while -slots[0][0] != free[slots[0][1]]:
+                    pop(slots)
+                if -slots[0][0] < units:
                     break
+                best = pop(slots)[1]
                 free[best] -= units
+                push(slots, (-free[best], best))
             qpos += 1
-            tile = st.tile_of_ticket(ticket)
-            b = _Block(si, tile, st.steps(tile), units, best, st.tile_time * skew_factor(si, tile, skew))
-            if b.steps:
+            tile = ticket if st.order is None else st.order[ticket]
+            dur = st.tile_time if skew == 0 else st.tile_time * skew_factor(si, tile, skew)
+            b = _Block(si, tile, () if st.waits is None else st.waits[tile], units, best, dur)
+            if b.steps.n:
                 advance(b)
             else:
-                heapq.heappush(events, (now + b.dur, seq, b))
+                push(events, (now + dur, seq, b))
                 seq += 1
         if not events:
             break
-        now, _, b = heapq.heappop(events)
+        now, _, b = pop(events)
         if b is None:               # the launch gap is over: dispatch
             continue
-        if b.step < len(b.steps):   # finished some steps, more to go
+        if b.step < b.steps.n:   # finished some steps, more to go
             advance(b)
             continue
         # block done
         finished += 1
         if not unlimited:
             free[b.sm] += b.units
+            push(slots, (-free[b.sm], b.sm))
+        st = stages[b.stage]
         done_per_stage[b.stage] += 1
-        if done_per_stage[b.stage] == stages[b.stage].num_tiles:
-            stage_end[stages[b.stage].name] = now
-        for k in stages[b.stage].posts_of(b.tile):
-            counts[k] += 1
-            if counts[k] == values.get(k, -1) and k in waiters:
-                for w in waiters.pop(k):
-                    waiting -= 1
-                    wait_time += now - w.since
-                    advance(w)
+        if done_per_stage[b.stage] == st.num_tiles:
+            stage_end[st.name] = now
+        if st.posts is not None:
+            for k in st.posts[b.tile]:
+                need[k] -= 1
+                if need[k] == 0 and k in waiters:
+                    for w in waiters.pop(k):
+                        waiting -= 1
+                        wait_time += now - w.since
+                        advance(w)
     res = SimResult(time=now, finished_blocks=finished, total_blocks=total, stage_end=stage_end, wait_time=wait_time)
     if finished < total:
         res.deadlock = True

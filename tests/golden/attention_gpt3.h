@@ -90,23 +90,23 @@ struct g2_order {
 struct depQK_g1_TileSync {
   static constexpr int num_sems = 144;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 36 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // StridedSync: x: tiles t % 12 share a semaphore, y: one semaphore per tile
 struct depQK_g1_StridedSync {
   static constexpr int num_sems = 48;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x % 12 + 12 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 3; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 3; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct depQK_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 36; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 36; }
 };
 // the 4 tiles of g1 one gP tile c waits on, in order
 struct depQK_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 4; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(z%(H/(8*Dh))+x*(H/(8*Dh)), y), x, Range(0, 2))
     if (i < 2) {
@@ -127,17 +127,17 @@ struct depQK_g1_waits {
 struct depPR_gP_TileSync {
   static constexpr int num_sems = 192;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y + 16 * t.z; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile, z: one semaphore per tile
 struct depPR_gP_RowSync {
   static constexpr int num_sems = 48;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
 // the 4 tiles of gP one gR tile c waits on, in order
 struct depPR_gP_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 4; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y, z), x, Range(0, 4))
     if (i < 4) {
@@ -153,29 +153,29 @@ struct depPR_gP_waits {
 struct depTR1_gR_TileSync {
   static constexpr int num_sems = 48;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
 struct depTR1_g1_TileSync {
   static constexpr int num_sems = 144;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 36 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // ColSync: x: one semaphore per tile, y: one semaphore for the whole dim
 struct depTR1_g1_ColSync {
   static constexpr int num_sems = 36;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct depTR1_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 36; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 36; }
 };
 // the 1 tile of gR one gT tile c waits on, in order
 struct depTR1_gR_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 1; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // Tile(x, y, z)
     if (i < 1) {
@@ -186,7 +186,7 @@ struct depTR1_gR_waits {
 };
 // the 4 tiles of g1 one gT tile c waits on, in order
 struct depTR1_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 4; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(2*H/(8*Dh)+z%(H/(8*Dh)), y), y, Range(0, 4))
     if (i < 4) {
@@ -202,17 +202,17 @@ struct depTR1_g1_waits {
 struct depT2_gT_TileSync {
   static constexpr int num_sems = 48;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // GroupSync_xtile_ytile_zall: y: one semaphore per tile, z: one semaphore for the whole dim
 struct depT2_gT_GroupSync_xtile_ytile_zall {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 12; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 12; }
 };
 // the 12 tiles of gT one g2 tile c waits on, in order
 struct depT2_gT_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(0, y, z), z, Range(0, 12))
     if (i < 12) {

@@ -41,17 +41,17 @@ struct g2_order {
 struct dep_g1_Conv2DTileSync {
   static constexpr int num_sems = 100;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
   static constexpr int num_sems = 25;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
 // the 12 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y-1+(g1.y-y)/g1.y), x, Range(0, 4))
     if (i < 4) {

@@ -73,17 +73,17 @@ struct g4_order {
 struct dep12_g1_Conv2DTileSync {
   static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep12_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
 // the 12 tiles of g1 one g2 tile c waits on, in order
 struct dep12_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y-1+(g1.y-y)/g1.y), x, Range(0, 4))
     if (i < 4) {
@@ -109,17 +109,17 @@ struct dep12_g1_waits {
 struct dep23_g2_Conv2DTileSync {
   static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep23_g2_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
 // the 12 tiles of g2 one g3 tile c waits on, in order
 struct dep23_g2_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y-1+(g2.y-y)/g2.y), x, Range(0, 4))
     if (i < 4) {
@@ -145,17 +145,17 @@ struct dep23_g2_waits {
 struct dep34_g3_Conv2DTileSync {
   static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep34_g3_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 4; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
 // the 12 tiles of g3 one g4 tile c waits on, in order
 struct dep34_g3_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 12; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y-1+(g3.y-y)/g3.y), x, Range(0, 4))
     if (i < 4) {

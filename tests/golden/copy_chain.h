@@ -41,17 +41,17 @@ struct g2_order {
 struct dep_g1_TileSync {
   static constexpr int num_sems = 1056;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim
 struct dep_g1_RowSync {
   static constexpr int num_sems = 1;
-  CUSYNC_HD static constexpr int sem(cusync::Tile t) { return 0; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1056; }
+  CUSYNC_HD static constexpr int sem(cusync::Tile /*t*/) { return 0; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1056; }
 };
 // the 1 tile of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 1; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 1; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // Tile(x)
     if (i < 1) {

@@ -42,23 +42,23 @@ struct g2_order {
 struct dep_g1_TileSync {
   static constexpr int num_sems = 172;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 86 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // StridedSync: x: tiles t % 43 share a semaphore, y: one semaphore per tile
 struct dep_g1_StridedSync {
   static constexpr int num_sems = 86;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x % 43 + 43 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 2; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 2; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
   static constexpr int num_sems = 2;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 86; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 86; }
 };
 // the 86 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 86; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 86; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y), x, Range(0, 43)) then ForAll(Tile(x+F/TileN1, y), x, Range(0, 43)) (interleaved)
     if (i < 86) {

@@ -41,17 +41,17 @@ struct g2_order {
 struct dep_g1_TileSync {
   static constexpr int num_sems = 86;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 43 * t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 1; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
   static constexpr int num_sems = 2;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
-  CUSYNC_HD static constexpr int value(cusync::Tile t) { return 43; }
+  CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 43; }
 };
 // the 43 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
-  CUSYNC_HD static constexpr int count(cusync::Tile c) { return 43; }
+  CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 43; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
     // ForAll(Tile(x, y), x, Range(0, 43))
     if (i < 43) {

@@ -1,0 +1,29 @@
+"""bench.write: the JSON always; the markdown table (and plot) for every workload that compares with a
+vendor library, whether or not its result names the vendor (Attention's does not)."""
+import json
+
+from cusyncgen.cuda import bench
+
+
+def _attention_like():
+    rows = [{"model": "gpt3-prompt", "M": 512, "config": c, "time_us": t, "speedup_vs_streamsync": 100.0 / t,
+             "correct": True, "kernel": "sm80"}
+            for c, t in (("StreamSync", 100.0), ("PDL", 99.0), ("TileSync+PDL", 95.0), ("cuBLAS", 92.0),
+                         ("cuBLAS+graph", 90.0), ("floor", 80.0))]
+    return {"device": "test", "workload": "attention", "rows": rows}
+
+
+def test_table_written_without_a_vendor_key(tmp_path):
+    paths = bench.write(_attention_like(), tmp_path, "attention-test", table=True)
+    names = {p.name for p in paths}
+    assert "attention-test.json" in names and "attention-test.md" in names
+    md = (tmp_path / "attention-test.md").read_text()
+    assert "TileSync+PDL" in md
+    assert json.loads((tmp_path / "attention-test.json").read_text())["workload"] == "attention"
+
+
+def test_no_table_for_a_workload_without_a_vendor(tmp_path):
+    res = {"device": "test", "workload": "overhead",
+           "rows": [{"config": "StreamSync", "time_us": 1.0, "overhead_vs_streamsync": 0.0, "correct": True}]}
+    paths = bench.write(res, tmp_path, "overhead-test", table=False)
+    assert [p.name for p in paths] == ["overhead-test.json"]
