@@ -95,3 +95,19 @@ def test_a_wait_on_a_later_stage_deadlocks_and_is_reported():
     r = simulate(Chain([a, b], {"s": 1}), 1, "persistent")
     assert r.deadlock and r.waiting_blocks == 1 and r.undispatched_blocks == 1 and "persistent launch" in r.note
     assert not simulate(Chain([a, b], {"s": 1}), 2, "persistent").deadlock   # two slots: b runs beside it
+
+
+def test_compact_steps_simulate_like_lists_of_steps():
+    """The planner's chains hold their waits compactly (Steps): the persistent mode reads them as
+    the lists they stand for, timings and waits included."""
+    import cusyncgen
+    from cusyncgen.plan.adapter import spec_from_program
+    from cusyncgen.plan.simulate import Steps
+    spec = spec_from_program(cusyncgen.compile(EX / "mlp_llama.dep", params={"B": 2, "S": 256}).program)
+    for choice in spec.choices():
+        chain = build_chain(spec, choice, False, "kstep", 0.1)
+        lists = Chain([Stage(s.name, s.num_tiles, s.occupancy, s.tile_time, s.order, s.posts,
+                             None if s.waits is None else [list(Steps.of(s.steps(t))) for t in range(s.num_tiles)],
+                             s.wait_cost) for s in chain.stages], chain.sem_values)
+        a, b = simulate(chain, 40, "persistent", skew=0.1), simulate(lists, 40, "persistent", skew=0.1)
+        assert (a.time, a.wait_time, a.stage_end) == (b.time, b.wait_time, b.stage_end) and not a.deadlock

@@ -384,31 +384,42 @@ def simulate_persistent(chain: Chain, num_sms: int, skew: float = 0.0) -> SimRes
     need = dict(chain.sem_values)    # posts each semaphore still needs (<= 0: posted)
     waiters: dict = {}               # semaphore -> slots parked on it
     events: list = []                # (time, seq, slot): the slot's current item ends some steps
-    item = [None] * G                # per slot: [queue index, stage, tile, steps, next step, time, parked since]
+    # per slot: [queue index, stage, tile, Steps, next step, next sync point, time, parked since]
+    item: list = [None] * G
     done = [0] * len(stages)
     stage_end: dict = {}
     now, seq, finished, started, waiting, wait_time = 0.0, 0, 0, 0, 0, 0.0
 
     def advance(slot: int) -> None:
-        """Run the ready steps of the slot's item, or park it on its first unposted semaphore."""
+        """Run the ready steps of the slot's item (up to its first sync point whose semaphores are
+        not all posted), or park it on its first unposted semaphore."""
         nonlocal seq, waiting
         it = item[slot]
-        steps, i, si = it[3], it[4], it[1]
-        j, synced = i, 0
-        while j < len(steps):
-            unposted = [k for k in steps[j] if need[k] > 0]
-            if unposted:
-                if j == i:
-                    waiters.setdefault(unposted[0], []).append(slot)
-                    it[6] = now
-                    waiting += 1
-                    return
-                break
-            synced += bool(steps[j])
-            j += 1
-        it[4] = j
-        frac = (j - i) / len(steps) if steps else 1.0
-        heapq.heappush(events, (now + it[5] * frac + stages[si].wait_cost * synced, seq, slot))
+        st = it[3]
+        j, m, blocked = it[5], st.hi, None
+        keys = st.keys
+        if st.single:
+            while j < m and need[keys[j]] <= 0:
+                j += 1
+            if j < m:
+                blocked = keys[j]
+        else:
+            while j < m:
+                blocked = next((k for k in keys[j] if need[k] > 0), None)
+                if blocked is not None:
+                    break
+                j += 1
+        n = (st.pos[j] if j < m else st.n) - it[4]
+        if n == 0 and st.n:
+            waiters.setdefault(blocked, []).append(slot)
+            it[7] = now
+            waiting += 1
+            return
+        synced = j - it[5]
+        it[4] += n
+        it[5] = j
+        frac = n / st.n if st.n else 1.0
+        heapq.heappush(events, (now + it[6] * frac + stages[it[1]].wait_cost * synced, seq, slot))
         seq += 1
 
     def start(slot: int, q: int) -> None:
@@ -416,8 +427,8 @@ def simulate_persistent(chain: Chain, num_sms: int, skew: float = 0.0) -> SimRes
         si, ticket = queue[q]
         st = stages[si]
         tile = st.tile_of_ticket(ticket)
-        item[slot] = [q, si, tile, [tuple(step) for step in st.steps(tile)], 0,
-                      st.tile_time * skew_factor(si, tile, skew), 0.0]
+        steps = Steps.of(st.steps(tile))
+        item[slot] = [q, si, tile, steps, 0, steps.lo, st.tile_time * skew_factor(si, tile, skew), 0.0]
         started += 1
         advance(slot)
 
@@ -425,8 +436,8 @@ def simulate_persistent(chain: Chain, num_sms: int, skew: float = 0.0) -> SimRes
         start(slot, slot)
     while events:
         now, _, slot = heapq.heappop(events)
-        q, si, tile, steps, i = item[slot][:5]
-        if i < len(steps):          # some steps done, more to go
+        q, si, tile, steps, step = item[slot][:5]
+        if step < steps.n:          # some steps done, more to go
             advance(slot)
             continue
         finished += 1
@@ -439,7 +450,7 @@ def simulate_persistent(chain: Chain, num_sms: int, skew: float = 0.0) -> SimRes
                 if need[k] == 0:
                     for w in waiters.pop(k, []):
                         waiting -= 1
-                        wait_time += now - item[w][6]
+                        wait_time += now - item[w][7]
                         advance(w)
         if q + G < total:
             start(slot, q + G)
