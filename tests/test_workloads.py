@@ -52,8 +52,8 @@ def test_steps_decode_every_ordering():
 
 
 def test_the_persistent_ordering_is_named_but_refused_without_a_kernel_family():
-    cfg = Config.parse("RowSync+Persistent+R")
-    assert cfg == Config("RowSync", Ordering.PERSISTENT, True, True) and cfg.name == "RowSync+Persistent+R"
+    cfg = Config.parse("RowSync+Chain+R")
+    assert cfg == Config("RowSync", Ordering.PERSISTENT, True, True) and cfg.name == "RowSync+Chain+R"
     with pytest.raises(CusyncError, match="launched by its kernel family"):
         steps(cfg, 2)
     chain = Chain.__new__(Chain)  # no streams needed to refuse
@@ -62,7 +62,7 @@ def test_the_persistent_ordering_is_named_but_refused_without_a_kernel_family():
         chain.run(None, cfg, [None, None])
     ran = []
     chain.run("stream", cfg, [None, None], persistent=lambda s, c, links: ran.append((s, c.name)))
-    assert ran == [("stream", "RowSync+Persistent+R")]
+    assert ran == [("stream", "RowSync+Chain+R")]
     assert all(c.ordering != Ordering.PERSISTENT for c in policy_configs(["RowSync"], SM80_ORDERINGS, w_ok=True))
 
 

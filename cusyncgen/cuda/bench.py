@@ -39,19 +39,22 @@ def markdown(result: dict) -> str:
     rows = result["rows"]
     vendor = result.get("vendor", "cuBLAS")  # the vendor library's row names: vendor, vendor+graph
     ceil = result.get("ceilings")
-    lines = [f"# {result['workload']}: CuSync vs StreamSync vs the vendor library on {result['device']}", "",
+    kernel = f" ({result['kernel']} kernels)" if result.get("kernel", "sm80") != "sm80" else ""
+    lines = [f"# {result['workload']}{kernel}: CuSync vs StreamSync vs the vendor library on {result['device']}", "",
              (f"Measured ceilings in this run: fp16 matmul {ceil['peak_flops'] / 1e12:.0f} TFLOP/s, "
               f"copy {ceil['bandwidth'] / 1e12:.2f} TB/s. " if ceil else "")
              + "Times: median of CUDA-graph replays, microseconds. "
              "Speed-up is StreamSync time / config time (same kernels, same run). Where recorded, StreamSync "
              "was timed first and last; 'spread' is the difference of the two (the run's noise floor), and the "
-             "faster one is the baseline.", ""] + ([result["note"], ""] if result.get("note") else [])
+             "faster one is the baseline."
+             + (" Where a point ran on several tile configs, each configuration's row is its fastest correct one, "
+                "and StreamSync is the fastest over them." if kernel else ""), ""] + ([result["note"], ""] if result.get("note") else [])
     for model in sorted({r["model"] for r in rows}):
         lines += [f"## {model}", "",
                   f"| M | StreamSync | spread | PDL | best CuSync config | time | speed-up | {vendor} | {vendor}+graph | floor | all correct |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for M in sorted({r["M"] for r in rows if r["model"] == model}):
-            rs = {r["config"]: r for r in rows if r["model"] == model and r["M"] == M}
+            rs = fastest_per_config(r for r in rows if r["model"] == model and r["M"] == M)
             cus = [r for c, r in rs.items() if is_policy(c, vendor) and r["correct"]]
             best = max(cus, key=lambda r: r["speedup_vs_streamsync"])
             ok = all(r["correct"] for r in rs.values())
@@ -80,13 +83,31 @@ def markdown(result: dict) -> str:
                          f"{r['time_us'] / sk['time_us']:.3f}x | {ours['config']} | {stream / ours['time_us']:.3f}x |")
         lines.append("")
     if result.get("gemm"):
-        lines += ["## GeMM throughput (first GeMM alone, plain kernel vs cuBLAS)", "",
-                  "| model | M | ours (us) | cuBLAS (us) | ours TFLOP/s | cuBLAS TFLOP/s | ours/cuBLAS |", "|---|---|---|---|---|---|---|"]
+        per_gemm = any("gemm" in g and isinstance(g["gemm"], int) for g in result["gemm"])
+        lines += [("## GeMM throughput (each GeMM alone, the fastest correct tile config vs cuBLAS)" if per_gemm else
+                   "## GeMM throughput (first GeMM alone, plain kernel vs cuBLAS)"), "",
+                  "| model | M | " + ("GeMM | config | " if per_gemm else "") + "ours (us) | cuBLAS (us) | ours TFLOP/s | "
+                  "cuBLAS TFLOP/s | cuBLAS/ours |", "|---|---|" + ("---|---|" if per_gemm else "") + "---|---|---|---|---|"]
         for g in result["gemm"]:
-            lines.append(f"| {g['model']} | {g['M']} | {g['ours_us']} | {g['cublas_us']} | {g['ours_tflops']} | {g['cublas_tflops']} | "
+            head = f"| {g['model']} | {g['M']} | " + (f"{g['gemm']} | {g.get('config') or '-'} | " if per_gemm else "")
+            if g.get("ours_us") is None:
+                lines.append(head + f"none correct | {g['cublas_us']} | - | {g['cublas_tflops']} | - |")
+                continue
+            lines.append(head + f"{g['ours_us']} | {g['cublas_us']} | {g['ours_tflops']} | {g['cublas_tflops']} | "
                          f"{g['cublas_us'] / g['ours_us']:.2f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def fastest_per_config(rows) -> dict:
+    """{config: row} of one point: where a configuration ran on several tile configs (the sm90
+    MLP), its fastest correct row (its fastest where none is correct)."""
+    out: dict = {}
+    for r in rows:
+        o = out.get(r["config"])
+        if o is None or (r["correct"], -r["time_us"]) > (o["correct"], -o["time_us"]):
+            out[r["config"]] = r
+    return out
 
 
 def plot(result: dict, path: Path) -> None:
@@ -139,11 +160,13 @@ def write(result: dict, out_dir: Path, stem: str, table: bool = True) -> list[Pa
 
 
 def main(argv=None) -> int:
-    from cusyncgen.workloads import DEFAULT_KERNEL, FAMILIES, REGISTRY, get, kernels
+    from cusyncgen.workloads import DEFAULT_KERNEL, FAMILIES, REGISTRY, default_kernel, get, kernels
     ap = argparse.ArgumentParser(prog="cusyncgen bench", description=__doc__.splitlines()[0])
     ap.add_argument("workload", choices=list(REGISTRY))
-    ap.add_argument("--kernel", choices=kernels(), default=DEFAULT_KERNEL,
-                    help=f"the kernel family (default {DEFAULT_KERNEL}); results of another go to files named -<kernel>")
+    ap.add_argument("--kernel", choices=kernels(), default=None,
+                    help="the kernel family (default: the device's: sm90 on an sm_90 GPU where the workload has sm90 "
+                         f"kernels, else {DEFAULT_KERNEL}); results of another than {DEFAULT_KERNEL} go to files named "
+                         "-<kernel>")
     ap.add_argument("--models", default=None, help="comma-separated models of the workload (default: all)")
     ap.add_argument("--M", default=None, help="comma-separated sizes of the sweep (default: the paper's)")
     ap.add_argument("--iters", type=int, default=30)
@@ -160,14 +183,15 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
                     help="where the JSON, markdown and PNG go (default: the current directory)")
     args = ap.parse_args(argv)
-    if args.kernel not in FAMILIES[args.workload]:
+    if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
         ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
-    cls = get(args.workload, args.kernel)
     onoff = {"auto": None, "on": True, "off": False}
     options = {"sync_warp": onoff[args.sync_warp], "spread": onoff[args.spread], "tiles": args.tiles}
     asked = {k: v for k, v in options.items() if v is not None}
     for k in asked:
-        if k not in cls.bench_options:
+        fams = [FAMILIES[args.workload][args.kernel]] if args.kernel else list(FAMILIES[args.workload].values())
+        if not any(k in c.bench_options for c in fams):
+            cls = fams[0]
             ap.error(f"--{k.replace('_', '-')} is not an option of {cls.name} (its options: "
                      f"{', '.join('--' + o.replace('_', '-') for o in cls.bench_options) or 'none'})")
     from cusyncgen.cuda import available
@@ -175,11 +199,24 @@ def main(argv=None) -> int:
     if not ok:
         print(f"cusyncgen bench: error: {why}", file=sys.stderr)
         return 1
+    from cusyncgen.cuda import driver
+    cls = get(args.workload, args.kernel or default_kernel(args.workload, driver.arch()))
+    for k in asked:
+        if k not in cls.bench_options:
+            print(f"cusyncgen bench: error: --{k.replace('_', '-')} is not an option of {cls.name} on its {cls.kernel} "
+                  f"kernels (the default on this device; --kernel picks another)", file=sys.stderr)
+            return 1
     try:
         sizes = [int(m) for m in args.M.split(",")] if args.M else None
     except ValueError:
         ap.error(f"--M: comma-separated integers, not {args.M!r}")
-    res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
+    from cusyncgen.errors import CusyncError
+    try:
+        res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
+    except CusyncError as exc:   # e.g. a model the kernel family lacks, the sm90 library missing
+        other = "" if cls.kernel == DEFAULT_KERNEL else f" (--kernel {DEFAULT_KERNEL} runs the {DEFAULT_KERNEL} kernels)"
+        print(f"cusyncgen bench: error: {exc.message}{other}", file=sys.stderr)
+        return 1
     for r in res["rows"]:
         r.setdefault("kernel", cls.kernel)
     paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel), table=bool(cls.vendor))

@@ -13,8 +13,10 @@ tile loads), plus Hopper's programmatic dependent launch:
   allowed only when every grid fits on the GPU at once, since a consumer could otherwise occupy
   every slot). "stream" with a policy runs the policy's kernels in stream order (a diagnostic:
   what posting and waiting cost with nothing to overlap).
-- "persistent": one launch for the whole chain, provided by a kernel family (none yet): run()
-  takes the family's launcher and refuses the ordering without one.
+- "persistent" (<Policy>+Chain): one launch for the whole chain, provided by a kernel family: run()
+  takes the family's launcher and refuses the ordering without one. The sm90 family
+  (cusyncgen.workloads.mlp_sm90) launches all of its orderings through its own runner
+  (cusyncgen.cuda.sm90.MlpRunner: one library call per plan), not kernel by kernel.
 """
 from __future__ import annotations
 

@@ -14,14 +14,17 @@ class Ordering(str, Enum):
     WAITKERNEL = "waitkernel"  # the paper: a stream per kernel, the wait-kernel before each consumer
     PDL = "pdl"                # one stream, PDL; consumers wait on tile semaphores
     NONE = "none"              # W: a stream per kernel, no ordering (every grid resident at once)
-    # One persistent launch runs the whole chain (a kernel family whose kernels provide it, e.g.
-    # Hopper's; none does yet): a workload offers it only where its `orderings` include it, and
+    # One persistent launch runs the whole chain ("<Policy>+Chain"; a kernel family whose kernels
+    # provide it: the sm90 MLP): a workload offers it only where its `orderings` include it, and
     # Chain.run refuses it without the family's launcher.
     PERSISTENT = "persistent"
 
 
-# The orderings of the sm80 kernel family (every workload today).
+# The orderings of the sm80 kernel family (every workload).
 SM80_ORDERINGS = frozenset({Ordering.STREAM, Ordering.PDL_ALONE, Ordering.WAITKERNEL, Ordering.PDL, Ordering.NONE})
+# The orderings of the sm90 kernel family (cusyncgen.cuda.sm90): stream order, PDL alone, a policy
+# with the consumer PDL-launched, and the one-launch chain.
+SM90_ORDERINGS = frozenset({Ordering.STREAM, Ordering.PDL_ALONE, Ordering.PDL, Ordering.PERSISTENT})
 
 
 @dataclass(frozen=True)
@@ -39,25 +42,25 @@ class Config:
         if self.policy is None:
             return "StreamSync" if self.ordering == Ordering.STREAM else "PDL"
         opts = ("W" if self.ordering == Ordering.NONE else "") + ("R" if self.reorder else "") + ("" if self.custom_order else "T")
-        name = self.policy + {Ordering.PDL: "+PDL", Ordering.PERSISTENT: "+Persistent"}.get(self.ordering, "")
+        name = self.policy + {Ordering.PDL: "+PDL", Ordering.PERSISTENT: "+Chain"}.get(self.ordering, "")
         return name + (f"+{opts}" if opts else "")
 
     @classmethod
     def parse(cls, name: str) -> "Config":
-        """The inverse of .name: "StreamSync", "PDL", "RowSync+PDL+RT", "TileSync+WRT", ..."""
+        """The inverse of .name: "StreamSync", "PDL", "RowSync+PDL+RT", "TileSync+WRT", "RowSync+Chain", ..."""
         if name in ("StreamSync", "PDL"):
             return STREAM_SYNC if name == "StreamSync" else PDL_ALONE
         # the policy may itself hold '+' (one policy per dependency: "StridedSync+RowSync+TileSync");
-        # the options are the trailing tokens: "PDL" or "Persistent", then a token of W, R and T
+        # the options are the trailing tokens: "PDL" or "Chain", then a token of W, R and T
         tokens = name.split("+")
         flags = tokens.pop() if len(tokens) > 1 and tokens[-1] and not set(tokens[-1]) - set("WRT") else ""
-        launch = tokens.pop() if len(tokens) > 1 and tokens[-1] in ("PDL", "Persistent") else ""
+        launch = tokens.pop() if len(tokens) > 1 and tokens[-1] in ("PDL", "Chain") else ""
         policy = "+".join(tokens)
         if not policy or any("Sync" not in t or t == "StreamSync" for t in tokens):
             raise ValueError(f"not a configuration name: {name!r}")
         if "W" in flags and (launch or "T" not in flags):
             raise ValueError(f"not a configuration name: {name!r} (W goes with T and without PDL)")
-        ordering = {"PDL": Ordering.PDL, "Persistent": Ordering.PERSISTENT}.get(
+        ordering = {"PDL": Ordering.PDL, "Chain": Ordering.PERSISTENT}.get(
             launch, Ordering.NONE if "W" in flags else Ordering.WAITKERNEL)
         cfg = cls(policy, ordering, "T" not in flags, "R" in flags)
         if cfg.name != name:

@@ -27,7 +27,12 @@ from cusyncgen.workloads.base import SPLIT_K
 from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, default_tiles, tile_candidates
 
 
-def tiles_from_dict(d: dict) -> MlpTiles:
+def tiles_from_dict(d: dict):
+    """The tiles of a dispatch entry: the sm80 MlpTiles, or for an sm90 choice its Sm90Tiles (tile
+    config and the second GeMM's order)."""
+    if "config" in d:
+        from cusyncgen.workloads.mlp_sm90 import Sm90Tiles
+        return Sm90Tiles(d["config"], d.get("grouped2", False))
     return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
 
 
@@ -353,6 +358,12 @@ def report(result: dict) -> str:
                   "StreamSync and PDL alone included, and its speed-up over the fastest StreamSync of those runs "
                   "('same tiles': over the fastest StreamSync on the chosen tiles). '(sync warp)': the waiting "
                   "kernels of the chosen run had one.", ""]
+    elif result.get("kernel") == "sm90":
+        lines += ["The fastest correct configuration per size on the sm90 kernels: StreamSync, PDL alone, "
+                  "TileSync/RowSync +PDL and +Chain (one persistent launch), each also with split-K where it "
+                  "applies ('/split-K'), on every tile config the model can use. StreamSync and PDL alone are "
+                  "candidates, so the choice is never slower than the fastest stream order. 'speed-up' is over the "
+                  "fastest StreamSync among all tile configs, 'same tiles' over StreamSync on the chosen tiles.", ""]
     else:
         lines += ["The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
                   "its speed-up over StreamSync (same run), and the wave model's prediction "
@@ -381,6 +392,11 @@ def report(result: dict) -> str:
         predicted = [c for c in cs if c["predicted"]]
         loose_n = sum(bool(c.get("prediction_matches_within_noise")) for c in predicted)
         policy_n = sum(bool(c.get("prediction_policy_matches")) for c in predicted)
+        stream = [c for c in cs if c.get("speedup_vs_stream_order")]
+        if stream:
+            lines += ["", "Over the fastest stream order (StreamSync or PDL alone, any tile config): "
+                      + ", ".join(f"M={c['M']} {c['speedup_vs_stream_order']:.3f}x ({c['fastest_stream_order']})"
+                                  for c in stream) + "."]
         lines += ["", f"Geometric-mean speed-up over StreamSync across the sweep: "
                   f"{geomean(c['speedup_vs_streamsync'] for c in cs):.3f}x"
                   + (f"; prediction matches the measured best policy family at "
@@ -541,12 +557,16 @@ def load_tune_cache(path: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    from cusyncgen.workloads import REGISTRY
+    from cusyncgen.workloads import FAMILIES, REGISTRY, default_kernel, get, kernels
     tunable = {n: w for n, w in REGISTRY.items() if w.tune_mode}
     from_bench = [n for n, w in tunable.items() if w.tune_mode == "bench"]
     measured = [n for n, w in tunable.items() if w.tune_mode == "measure"]
     ap = argparse.ArgumentParser(prog="cusyncgen tune", description=__doc__.splitlines()[0])
     ap.add_argument("workload", choices=list(tunable))
+    ap.add_argument("--kernel", choices=kernels(), default=None,
+                    help="the kernel family to tune (default: the device's: sm90 on an sm_90 GPU where the workload "
+                         "has sm90 kernels, else sm80; with --from-cache, the family the cache was measured on); "
+                         "files of another than sm80 are named -<kernel>")
     ap.add_argument("--models", default=None)
     ap.add_argument("--M", default=None)
     ap.add_argument("--from-json", type=Path, nargs="+", default=None,
@@ -563,7 +583,9 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
                     help="where the report, dispatch table and tune cache go (default: the current directory)")
     args = ap.parse_args(argv)
-    cls = tunable[args.workload]
+    if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
+        ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
+    cls = get(args.workload, args.kernel) if args.kernel else tunable[args.workload]
     if args.calibrate and args.from_cache is None:
         ap.error("--calibrate needs --from-cache")
     try:
@@ -571,10 +593,16 @@ def main(argv=None) -> int:
     except ValueError:
         ap.error(f"--M: comma-separated integers, not {args.M!r}")
     models = [m for m in args.models.split(",") if m] if args.models else None
-    if models and set(models) - set(cls.models):
-        ap.error(f"--models: {', '.join(sorted(set(models) - set(cls.models)))} not among {cls.name}'s "
-                 f"({', '.join(cls.models)})")
+
+    def check_models(cls):
+        if models and set(models) - set(cls.models):
+            other = "" if cls.kernel == "sm80" else f" on its {cls.kernel} kernels; --kernel sm80 has the others"
+            ap.error(f"--models: {', '.join(sorted(set(models) - set(cls.models)))} not among {cls.name}'s "
+                     f"({', '.join(cls.models)}){other}")
+    if args.kernel:
+        check_models(cls)
     if args.from_json is not None:
+        check_models(cls)
         if cls.tune_mode != "bench":
             ap.error(f"--from-json is for {', '.join(from_bench)} (the {cls.name} tune also varies tile shapes: "
                      "it measures them, or reports from --from-cache)")
@@ -589,7 +617,12 @@ def main(argv=None) -> int:
             ap.error(f"--from-cache is for {', '.join(measured)} ({cls.name}: --from-json)")
         try:
             cache = load_tune_cache(args.from_cache)
+            if not args.kernel:
+                cls = get(args.workload, cache_kernel(cache))
+            check_models(cls)
             if args.calibrate:
+                if cls.kernel != "sm80":
+                    raise CusyncError("--calibrate: the plan's timing terms are fitted on sm80 tune caches only", None)
                 print(json.dumps(calibrate_cache(args.from_cache), indent=1))
                 return 0
             device = next(iter(cache))
@@ -607,18 +640,39 @@ def main(argv=None) -> int:
         print(f"cusyncgen tune: error: {why}", file=sys.stderr)
         return 1
     from cusyncgen.cuda import driver
+    if not args.kernel:
+        cls = get(args.workload, default_kernel(args.workload, driver.arch()))
+    check_models(cls)
     dev = slug(driver.device_name())
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    if cls.tune_mode == "measure":
-        res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}.json")
-    else:
-        res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
+    try:
+        if cls.tune_mode == "measure":
+            res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}{kernel_suffix(cls.kernel)}.json")
+        else:
+            res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
+    except CusyncError as exc:
+        print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
+        return 1
     return _write(res, args.out_dir, dev)
+
+
+def kernel_suffix(kernel: str) -> str:
+    """The file-name suffix of a kernel family's results (none for the default, sm80)."""
+    return "" if kernel == "sm80" else f"-{kernel}"
+
+
+def cache_kernel(cache: dict) -> str:
+    """The kernel family a tune cache was measured on (its rows' "kernel"; sm80 where absent)."""
+    for entries in cache.values():
+        for entry in entries.values():
+            for r in entry["rows"]:
+                return r.get("kernel", "sm80")
+    return "sm80"
 
 
 def _write(res: dict, out_dir: Path, dev: str) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"tune-{res['workload']}-{dev}"
+    stem = out_dir / f"tune-{res['workload']}-{dev}{kernel_suffix(res.get('kernel', 'sm80'))}"
     Path(f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
     Path(f"{stem}.md").write_text(report(res) + "\n")
     Path(f"{stem}.h").write_text(dispatch_header(res))

@@ -30,14 +30,18 @@ def render(plan: dict) -> str:
         out.append("  no Dep between the grids: nothing to synchronize")
     if plan["variants"]:
         pw = max(28, max(len(v["policy"]) for v in plan["variants"]))
-        out.append(f"  {'policy':<{pw}} {'order':<10} {'time':>8} {'speedup':>8} {'crit.path':>9} {'sems':>6} {'waits':>7}   deadlock: none / wait-kernel / pdl")
+        out.append(f"  {'policy':<{pw}} {'order':<10} {'time':>8} {'speedup':>8} {'crit.path':>9} {'sems':>6} {'waits':>7} "
+                   f"{'chain':>8}   deadlock: none / wait-kernel / pdl / chain")
         for v in plan["variants"]:
             sp = "-" if v["speedup"] is None else f"{v['speedup']:.3f}x"
             lo = v["launch_orderings"]
-            dl = " / ".join("yes" if lo[k]["deadlock"] else "no" for k in ("none", "wait-kernel", "pdl"))
+            dl = " / ".join("yes" if lo[k]["deadlock"] else "no" for k in ("none", "wait-kernel", "pdl", "chain"))
             t = "DEADLOCK" if v["deadlock"] else _g(v["time"])
+            ct = "DEADLOCK" if lo["chain"]["deadlock"] else _g(v["chain_time"])
             out.append(f"  {v['policy']:<{pw}} {v['order']:<10} {t:>8} {sp:>8} {_g(v['critical_path']):>9} "
-                       f"{'/'.join(map(str, v['num_sems'])):>6} {v['total_waits']:>7}   {dl}")
+                       f"{'/'.join(map(str, v['num_sems'])):>6} {v['total_waits']:>7} {ct:>8}   {dl}")
+        out.append("  chain: one persistent launch holding every grid (the sm90 kernels' <Policy>+Chain; "
+                   "producer tiles first in every slot, no launch gap)")
         notes = sorted({v["launch_orderings"]["none"]["note"] for v in plan["variants"] if v["launch_orderings"]["none"]["deadlock"]})
         if notes:
             out.append("  launch ordering 'none', worst case (consumer blocks dispatched first): " + notes[0])

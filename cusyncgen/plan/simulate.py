@@ -31,7 +31,14 @@ it finishes, including while it waits on a semaphore.  The queue order is the la
 - ``stream``: ``ordered``, and a stage's blocks are dispatched only after every block of the
   previous stage has finished (StreamSync), plus ``launch_gap``: the time between one kernel's
   last block and the next kernel's first on one stream (PDL alone is ``stream`` with no gap: its
-  consumer grid is resident early but waits for the whole producer grid).
+  consumer grid is resident early but waits for the whole producer grid);
+- ``persistent``: ONE persistent launch runs the whole chain (the sm90 "<Policy>+Chain";
+  :func:`simulate_persistent`): ``G = num_sms * occupancy`` slots (the smallest occupancy of the
+  stages), slot ``s`` takes the ``ordered`` queue's items ``s, s+G, s+2G, ...`` one after the
+  other (every producer tile's item before any consumer tile's), each item waiting on its
+  semaphores as usual while holding its slot.  A slot starts its next item as soon as its
+  previous one ends, whatever the other slots do.  It cannot deadlock where every wait is on an
+  earlier stage: such an item waits only on items that come earlier in every slot's sequence.
 
 Timing terms (default 0: the lockstep wave model of the paper's tables)
 -----------------------------------------------------------------------
@@ -57,7 +64,7 @@ from typing import Hashable, Sequence
 
 Sem = Hashable
 
-LAUNCH_MODES = ("ordered", "reversed", "stream")
+LAUNCH_MODES = ("ordered", "reversed", "stream", "persistent")
 
 
 class Steps:
@@ -217,6 +224,8 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         num_sms = total
     if num_sms <= 0:
         raise ValueError("num_sms must be positive")
+    if launch == "persistent":
+        return simulate_persistent(chain, num_sms, skew)
     cap = 1
     for s in stages:
         cap = cap * s.occupancy // math.gcd(cap, s.occupancy)
@@ -360,6 +369,98 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
         res.undispatched_blocks = len(queue) - qpos
         res.note = (f"deadlock at t={now:g}: {waiting} dispatched blocks wait on semaphores that no running "
                     f"block will post, {len(queue) - qpos} blocks cannot be dispatched")
+    return res
+
+
+def simulate_persistent(chain: Chain, num_sms: int, skew: float = 0.0) -> SimResult:
+    """The ``persistent`` launch mode (module docstring): one launch of ``G = num_sms * min
+    occupancy`` slots, slot ``s`` running the ordered queue's items ``s, s+G, ...`` in turn. An
+    item's steps run as in :func:`simulate` (``tile_time / len(steps)`` each, ``wait_cost`` per
+    step with a semaphore, parked on its first unposted semaphore while holding its slot)."""
+    stages = chain.stages
+    queue = [(si, k) for si, st in enumerate(stages) for k in range(st.num_tiles)]
+    total = len(queue)
+    G = min(total, num_sms * min(st.occupancy for st in stages))
+    need = dict(chain.sem_values)    # posts each semaphore still needs (<= 0: posted)
+    waiters: dict = {}               # semaphore -> slots parked on it
+    events: list = []                # (time, seq, slot): the slot's current item ends some steps
+    # per slot: [queue index, stage, tile, Steps, next step, next sync point, time, parked since]
+    item: list = [None] * G
+    done = [0] * len(stages)
+    stage_end: dict = {}
+    now, seq, finished, started, waiting, wait_time = 0.0, 0, 0, 0, 0, 0.0
+
+    def advance(slot: int) -> None:
+        """Run the ready steps of the slot's item (up to its first sync point whose semaphores are
+        not all posted), or park it on its first unposted semaphore."""
+        nonlocal seq, waiting
+        it = item[slot]
+        st = it[3]
+        j, m, blocked = it[5], st.hi, None
+        keys = st.keys
+        if st.single:
+            while j < m and need[keys[j]] <= 0:
+                j += 1
+            if j < m:
+                blocked = keys[j]
+        else:
+            while j < m:
+                blocked = next((k for k in keys[j] if need[k] > 0), None)
+                if blocked is not None:
+                    break
+                j += 1
+        n = (st.pos[j] if j < m else st.n) - it[4]
+        if n == 0 and st.n:
+            waiters.setdefault(blocked, []).append(slot)
+            it[7] = now
+            waiting += 1
+            return
+        synced = j - it[5]
+        it[4] += n
+        it[5] = j
+        frac = n / st.n if st.n else 1.0
+        heapq.heappush(events, (now + it[6] * frac + stages[it[1]].wait_cost * synced, seq, slot))
+        seq += 1
+
+    def start(slot: int, q: int) -> None:
+        nonlocal started
+        si, ticket = queue[q]
+        st = stages[si]
+        tile = st.tile_of_ticket(ticket)
+        steps = Steps.of(st.steps(tile))
+        item[slot] = [q, si, tile, steps, 0, steps.lo, st.tile_time * skew_factor(si, tile, skew), 0.0]
+        started += 1
+        advance(slot)
+
+    for slot in range(G):
+        start(slot, slot)
+    while events:
+        now, _, slot = heapq.heappop(events)
+        q, si, tile, steps, step = item[slot][:5]
+        if step < steps.n:          # some steps done, more to go
+            advance(slot)
+            continue
+        finished += 1
+        done[si] += 1
+        if done[si] == stages[si].num_tiles:
+            stage_end[stages[si].name] = now
+        for k in stages[si].posts_of(tile):
+            if k in need:
+                need[k] -= 1
+                if need[k] == 0:
+                    for w in waiters.pop(k, []):
+                        waiting -= 1
+                        wait_time += now - item[w][7]
+                        advance(w)
+        if q + G < total:
+            start(slot, q + G)
+    res = SimResult(time=now, finished_blocks=finished, total_blocks=total, stage_end=stage_end, wait_time=wait_time)
+    if finished < total:
+        res.deadlock = True
+        res.waiting_blocks = waiting
+        res.undispatched_blocks = total - started
+        res.note = (f"deadlock at t={now:g}: {waiting} slots of the persistent launch wait on semaphores that no "
+                    f"running item will post, {total - started} items not started")
     return res
 
 

@@ -21,7 +21,8 @@ class Workload(Protocol):
     """A workload of the GPU path: a class registered in cusyncgen.workloads.REGISTRY.
 
     Class level (no GPU needed), what bench, tune, prebuild and timeline use:
-      name, vendor (the library its rows compare with), kernel (the kernel family, "sm80"),
+      name, vendor (the library its rows compare with), kernel (the kernel family: "sm80", or
+      "sm90" for the Hopper MLP; cusyncgen.workloads.default_kernel picks one per device),
       orderings (those its kernel family supports), models, sizes (the default sweep),
       bench_options (a subset of BENCH_OPTIONS), tune_mode ("measure": `cusyncgen tune` calls the
       class's tune(models, sizes, iters, cache_path, progress, device); "bench": it chooses among

@@ -571,32 +571,7 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
         point, mlp, sets, outs, ref = measure_point(model, M, iters, stream, seed=1000 * i)
         rows += point
         base = point[0]["time_us"]
-        x, w1, w2 = sets[0]
-        # cuBLAS through PyTorch, same shapes and data
-        tx, tw1, tw2 = (torch.from_dlpack(a) for a in (x, w1, w2))
-        F = mlp.model.K2
-
-        def torch_mlp():
-            yy = tx @ tw1.T
-            if mlp.model.swiglu_epilogue:
-                g, u = split_interleaved(yy, F)
-                h = torch.nn.functional.silu(g) * u
-            elif mlp.model.swiglu:
-                h = torch.nn.functional.silu(yy[:, :F]) * yy[:, F:]
-            else:
-                h = torch.nn.functional.gelu(yy, approximate="tanh")
-            return h @ tw2.T
-
-        terr = rel_err(cupy.from_dlpack(torch_mlp()), ref)
-        for name, t in (("cuBLAS", baselines.time_eager(torch_mlp, iters)), ("cuBLAS+graph", baselines.graph_time(torch_mlp, iters))):
-            rows.append({"model": model, "M": M, "config": name, "time_us": round(t, 2),
-                         "speedup_vs_streamsync": round(base / t, 4), "correct": terr < TOL, "rel_err": terr})
-        m = mlp.model
-        flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
-        byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
-        floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
-        rows.append({"model": model, "M": M, "config": "floor", "time_us": round(floor, 2),
-                     "speedup_vs_streamsync": round(base / floor, 4), "correct": True, "rel_err": 0.0})
+        rows += vendor_rows(mlp.model, M, sets[0], ref, base, iters, ceil)
         if M == max(sizes):
             gemm_rows.append(gemm_throughput(mlp, sets[0], outs[0], stream, iters))
         if progress:
@@ -607,6 +582,40 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
         del mlp, sets, outs
         cupy.get_default_memory_pool().free_all_blocks()
     return {"device": dev, "workload": "mlp", "vendor": "cuBLAS", "ceilings": ceil, "rows": rows, "gemm": gemm_rows}
+
+
+def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict) -> list[dict]:
+    """The cuBLAS (eager and in a CUDA graph, through PyTorch, on the same operands) and floor rows
+    of one (model, M): the floor is max(FLOPs/peak, bytes/bandwidth) with the ceilings measured in
+    this run. `base`: the point's StreamSync time (us), for speedup_vs_streamsync."""
+    from cusyncgen.cuda import baselines
+
+    x, w1, w2 = bufs
+    tx, tw1, tw2 = (torch.from_dlpack(a) for a in (x, w1, w2))
+    F = m.K2
+
+    def torch_mlp():
+        yy = tx @ tw1.T
+        if m.swiglu_epilogue:
+            g, u = split_interleaved(yy, F)
+            h = torch.nn.functional.silu(g) * u
+        elif m.swiglu:
+            h = torch.nn.functional.silu(yy[:, :F]) * yy[:, F:]
+        else:
+            h = torch.nn.functional.gelu(yy, approximate="tanh")
+        return h @ tw2.T
+
+    terr = rel_err(cupy.from_dlpack(torch_mlp()), ref)
+    rows = []
+    for name, t in (("cuBLAS", baselines.time_eager(torch_mlp, iters)), ("cuBLAS+graph", baselines.graph_time(torch_mlp, iters))):
+        rows.append({"model": m.name, "M": M, "config": name, "time_us": round(t, 2),
+                     "speedup_vs_streamsync": round(base / t, 4), "correct": terr < TOL, "rel_err": terr})
+    flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
+    byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
+    floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
+    rows.append({"model": m.name, "M": M, "config": "floor", "time_us": round(floor, 2),
+                 "speedup_vs_streamsync": round(base / floor, 4), "correct": True, "rel_err": 0.0})
+    return rows
 
 
 def gemm_throughput(mlp, bufs, outs, stream, iters) -> dict:

@@ -1,0 +1,493 @@
+"""The MLP on the Hopper (sm90) kernel family: the same models and .dep programs as
+cusyncgen.workloads.mlp, run by the CUTLASS 3 based synchronized GeMM of runtime_cuda/sm90/
+(a ctypes-loaded library, driven by cusyncgen.cuda.sm90; docs/sm90.md).
+
+    mlp = MLPSm90("gpt3", M=512, tile="128x192x64")
+    x, w1, w2 = mlp.buffers(seed=0); y, z = mlp.outputs()
+    mlp.run(stream, Config("RowSync", "persistent"), x, w1, w2, y, z)   # "RowSync+Chain"
+
+Models: gpt3 and llama-ep (SwiGLU in the first GeMM's epilogue). LLaMA with SwiGLU computed in the
+second GeMM's A load (mlp_llama.dep) has no sm90 kernel: its TMA loads A straight into shared
+memory, with no register pass to apply it; use llama-ep, or `--kernel sm80`.
+
+Configurations (Config names, as the sm80 family's): StreamSync and PDL alone (the same sm90
+kernels in stream order), <Policy>+PDL (the consumer PDL-launched, waiting on tile semaphores) and
+<Policy>+Chain (Ordering.PERSISTENT: one persistent launch holding both GeMMs, every producer tile
+handed out before any consumer tile), for TileSync and RowSync; each also with split-K
+("<name>/split-K", sm90.auto_splits' counts) where a GeMM's tiles leave SMs idle. The tile config
+is the instance's (`tile`: one of sm90.CONFIGS); `cusyncgen bench` and `tune` measure every tile
+config a model can use. Every ordering is launched by sm90.MlpRunner (one library call per plan);
+the weights never wait in the DMA warp, so every policy configuration has R by construction, and
+the consumer always walks the compiler's tile order (no T).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from cusyncgen.cuda.configs import PDL_ALONE, SM90_ORDERINGS, STREAM_SYNC, Config, Ordering
+from cusyncgen.errors import CusyncError
+from cusyncgen.workloads import mlp as sm80
+from cusyncgen.workloads.base import SPLIT_K, rel_err
+
+SIZES = sm80.SIZES
+TEST_SIZES = (1, 200)   # tests/test_gpu_workloads_sm90.py: M = 1 and a multiple of no tile
+TOL = sm80.TOL
+POLICIES = ("TileSync", "RowSync")   # sm90.POLICIES: the policies its descriptors evaluate
+# sm90.MODELS, named here so that the registry entry needs no import of the driver module
+MODELS = ("gpt3", "llama-ep")
+# sm90.CONFIGS (the library's tile configs; "pp": ping-pong)
+CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp")
+# how each ordering is named to sm90.MlpRunner
+RUNNER_ORDERING = {Ordering.STREAM: "stream", Ordering.PDL_ALONE: "pdl", Ordering.PDL: "pdl+policy",
+                   Ordering.PERSISTENT: "chain"}
+# a wait longer than this gives up and MlpRunner.check_debug raises (a deadlock is an error, not a hang)
+TIMEOUT_NS = 2_000_000_000
+SPLITS = ("none", "auto")
+
+
+def check_model(model: str) -> None:
+    if model == "llama":
+        raise CusyncError("llama (SwiGLU in the second GeMM's A load, mlp_llama.dep) has no sm90 kernel: the "
+                          "sm90 GeMM loads A by TMA straight into shared memory; use llama-ep (SwiGLU in the "
+                          "first GeMM's epilogue) or --kernel sm80", None)
+    if model not in MODELS:
+        raise CusyncError(f"the sm90 MLP has no model {model!r} (its models: {', '.join(MODELS)})", None)
+
+
+def _dims(tile: str) -> tuple[int, int, int]:
+    """(BM, BN, BK) of a config name (sm90.tile_dims, without importing the driver)."""
+    return tuple(int(v) for v in tile.removesuffix("pp").removesuffix("c2").split("x"))  # type: ignore[return-value]
+
+
+def fits(model: str, tile: str) -> bool:
+    """Does a tile config fit the model's GeMMs: N of both a multiple of BN, and for llama-ep BN =
+    128 (its first weight's [W1|V] interleaving by 64)?"""
+    m = sm80.MODELS[model]
+    try:
+        bm, bn, _ = _dims(tile)
+    except ValueError:
+        return False
+    return not (m.N1 % bn or m.N2 % bn or (m.swiglu_epilogue and bn != 2 * sm80.LLAMA_EP_BLOCK))
+
+
+def tile_candidates(model: str, M: int, configs=CONFIGS) -> list[str]:
+    """The tile configs of `configs` that fit the model (fits), a 256-row tile only where M fills
+    more than one 128-row tile."""
+    check_model(model)
+    return [c for c in configs if fits(model, c) and not (_dims(c)[0] > 128 and M <= 128)]
+
+
+def default_tile(model: str, M: int) -> str:
+    """The tile config of an instance made without one (the Python API before a tune): 64-row
+    tiles up to M = 64, then 128x192 for GPT-3 (its widths fill the 132 SMs: docs/sm90.md) and
+    128x128 for llama-ep."""
+    check_model(model)
+    if M <= 64:
+        return "64x128x64"
+    return "128x192x64" if model == "gpt3" else "128x128x64"
+
+
+@dataclass(frozen=True)
+class Sm90Config:
+    """A configuration of the sm90 MLP: the launch ordering and policy (a Config) and the split-K
+    counts ("none", or "auto": sm90.auto_splits per GeMM)."""
+
+    base: Config
+    splits: str = "none"
+
+    def __post_init__(self):
+        if self.splits not in SPLITS:
+            raise CusyncError(f"splits: one of {', '.join(SPLITS)}, not {self.splits!r}", None)
+        if self.base.ordering not in SM90_ORDERINGS:
+            raise CusyncError(f"{self.base.name}: the sm90 kernels have no {self.base.ordering.value} ordering (they "
+                              "have StreamSync, PDL, <Policy>+PDL and <Policy>+Chain)", None)
+        if self.base.policy is not None and self.base.policy not in POLICIES:
+            raise CusyncError(f"{self.base.name}: the sm90 kernels have no policy {self.base.policy} (they have "
+                              f"{', '.join(POLICIES)})", None)
+
+    @property
+    def name(self) -> str:
+        return self.base.name + (SPLIT_K if self.splits != "none" else "")
+
+    @property
+    def policy(self):
+        return self.base.policy
+
+    @property
+    def ordering(self) -> Ordering:
+        return self.base.ordering
+
+    @classmethod
+    def parse(cls, name: str) -> "Sm90Config":
+        return cls(Config.parse(name.removesuffix(SPLIT_K)), "auto" if name.endswith(SPLIT_K) else "none")
+
+
+def configs_for(splits=("none",)) -> list[Sm90Config]:
+    """StreamSync, PDL alone, then per policy <Policy>+PDL and <Policy>+Chain; per split choice."""
+    out = []
+    for sp in splits:
+        out += [Sm90Config(STREAM_SYNC, sp), Sm90Config(PDL_ALONE, sp)]
+        for p in POLICIES:
+            out += [Sm90Config(Config(p, Ordering.PDL, True), sp), Sm90Config(Config(p, Ordering.PERSISTENT, True), sp)]
+    return out
+
+
+@dataclass(frozen=True)
+class Sm90Tiles:
+    """The tile config of an instance and whether the second GeMM walks the grouped order
+    (sm90.grouped_order: "G2"), with the `label` rows carry (as the sm80 MlpTiles)."""
+
+    config: str
+    grouped2: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.config + (" G2" if self.grouped2 else "")
+
+    def as_dict(self, splits=(1, 1)) -> dict:
+        """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BN)."""
+        bm, bn, _ = _dims(self.config)
+        return {"config": self.config, "grouped2": self.grouped2, "splits": list(splits),
+                "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
+
+
+# From this M on, `cusyncgen tune` also measures each tile config with the second GeMM in the
+# grouped order (a wave of its tiles spans several row blocks, so the compiler's row-major order
+# reads its weight once per row block: docs/sm90.md, "The grouped order").
+GROUPED2_MIN_M = 256
+
+
+def candidates(model: str, M: int, configs=CONFIGS) -> list[Sm90Tiles]:
+    """What `cusyncgen tune` measures at one (model, M): every tile config (tile_candidates), and
+    past GROUPED2_MIN_M each also with the second GeMM in the grouped order."""
+    tiles = tile_candidates(model, M, configs)
+    return [Sm90Tiles(t) for t in tiles] + ([Sm90Tiles(t, True) for t in tiles] if M >= GROUPED2_MIN_M else [])
+
+
+@dataclass
+class MLPSm90:
+    """Both GeMMs of one model at one M on one sm90 tile config."""
+
+    # the registry entry (cusyncgen.workloads.base.Workload)
+    name = "mlp"
+    vendor = "cuBLAS"
+    kernel = "sm90"
+    orderings = SM90_ORDERINGS
+    models = MODELS
+    sizes = SIZES
+    bench_options = ()
+    tune_mode = "measure"
+
+    model_name: str
+    M: int
+    tile: str | None = None
+    grouped2: bool = False   # the second GeMM (nothing waits on it) walks sm90.grouped_order
+    timeout_ns: int = TIMEOUT_NS
+    _runners: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def sources(cls, sizes=None, tune: bool = False) -> list:
+        """No per-shape modules: one library holds every tile config (`python -m cusyncgen.cuda.sm90
+        build`, cached by its sources' hash; CUSYNC_SM90_LIB names a prebuilt one)."""
+        return []
+
+    @classmethod
+    def bench(cls, models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
+        return bench(models, sizes, iters, progress)
+
+    @classmethod
+    def tune(cls, models, sizes, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
+        return tune(list(models or MODELS), list(sizes or SIZES), iters, cache_path, progress, device)
+
+    def __post_init__(self):
+        check_model(self.model_name)
+        self.tile = self.tile or default_tile(self.model_name, self.M)
+        if not fits(self.model_name, self.tile):
+            raise CusyncError(f"{self.model_name}: tile config {self.tile!r} does not fit its GeMMs (those that do: "
+                              f"{', '.join(c for c in CONFIGS if fits(self.model_name, c))})", None)
+        self.model = sm80.MODELS[self.model_name]   # shapes, reference and vendor rows: the sm80 model's
+        self.tiles = Sm90Tiles(self.tile, self.grouped2)
+        from cusyncgen.cuda import sm90
+        lib = sm90.library()
+        if self.tile not in lib.configs:
+            raise CusyncError(f"the sm90 library has no tile config {self.tile} (it has {', '.join(lib.configs)})", None)
+        self._split_counts = {sp: sm90.mlp_splits(self.model_name, self.M, self.tile, sp) for sp in SPLITS}
+
+    def splits_of(self, splits: str) -> tuple[int, int]:
+        return self._split_counts[splits]
+
+    def configs(self) -> list[Sm90Config]:
+        """Every ordering x policy, also with split-K where auto_splits splits a GeMM at this M."""
+        return configs_for([sp for sp in SPLITS if sp == "none" or self.splits_of(sp) != (1, 1)])
+
+    def buffers(self, seed: int | None = None):
+        return sm80.MLP.buffers(self, seed)
+
+    def outputs(self):
+        return sm80.MLP.outputs(self)
+
+    def reference(self, x, w1, w2):
+        return sm80.MLP.reference(self, x, w1, w2)
+
+    def _runner(self, cfg: Sm90Config, x, w1, w2, y, z):
+        from cusyncgen.cuda import sm90
+        from cusyncgen.cuda.lazy import cupy
+        key = (cfg, x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr)
+        r = self._runners.get(key)
+        if r is None:
+            r = sm90.MlpRunner(self.model_name, self.M, RUNNER_ORDERING[cfg.ordering], cfg.policy, self.tile,
+                               x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr,
+                               timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2)
+            cupy.cuda.runtime.deviceSynchronize()   # its semaphores are zeroed on another stream
+            self._runners[key] = r
+        return r
+
+    def run(self, stream, cfg, x, w1, w2, y, z) -> None:
+        """One MLP under `cfg` (an Sm90Config, or a Config: no split-K) on `stream` (a CuPy stream)."""
+        if isinstance(cfg, Config):
+            cfg = Sm90Config(cfg)
+        self._runner(cfg, x, w1, w2, y, z).launch(stream.ptr)
+
+    def __call__(self, x, cfg=Config("RowSync", Ordering.PERSISTENT, True), weights=None):
+        from cusyncgen.cuda.lazy import cupy
+        x = cupy.asarray(x)
+        w1, w2 = (cupy.asarray(w) for w in weights)
+        y, z = self.outputs()
+        self.run(cupy.cuda.get_current_stream(), cfg, x, w1, w2, y, z)
+        return z
+
+    def check_stages(self) -> None:
+        """Raise if a wait of any run so far timed out (after synchronizing)."""
+        for r in self._runners.values():
+            r.check_debug()
+
+    def timed_out(self) -> dict[str, str]:
+        """{configuration name: the runner's debug record} of each configuration one of whose runs
+        had a wait time out (after synchronizing)."""
+        from cusyncgen.cuda import sm90
+        out = {}
+        for (cfg, *_), r in self._runners.items():
+            try:
+                r.check_debug()
+            except sm90.Sm90Error as exc:
+                out[cfg.name] = exc.message
+        return out
+
+
+# ---- the benchmark ----
+
+def _with_splits(rows: list[dict], mlp: MLPSm90) -> list[dict]:
+    for r in rows:
+        sp = "auto" if r["config"].endswith(SPLIT_K) else "none"
+        r["splits"] = "/".join(map(str, mlp.splits_of(sp)))
+        r["tile_cfg"] = mlp.tiles.as_dict(mlp.splits_of(sp))
+    return rows
+
+
+def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: str | None = None,
+                  grouped2: bool = False):
+    """Every configuration of one (model, M, tile config, order of the second GeMM): rows (each
+    checked against the float32 reference on poisoned outputs, as the sm80 MLP's), and the MLP."""
+    mlp = MLPSm90(model, M, tile, grouped2)
+    with stream:
+        rows, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
+    stream.synchronize()
+    for name, err in mlp.timed_out().items():   # a wait gave up: that configuration is wrong, whatever it computed
+        for r in rows:
+            if r["config"] == name:
+                r.update(correct=False, error=err)
+    return _with_splits(rows, mlp), mlp, sets, outs, ref
+
+
+def rebase(rows: list[dict]) -> float:
+    """Every row's speed-up over the fastest correct StreamSync among them (all tile configs, with and
+    without split-K: the sm90 kernels in stream order). Returns that time."""
+    ss = [r for r in rows if r["config"] in ("StreamSync", "StreamSync" + SPLIT_K)]
+    base = min(r["time_us"] for r in ([r for r in ss if r["correct"]] or ss))
+    for r in rows:
+        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
+    return base
+
+
+def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]:
+    """Each GeMM of the MLP alone (identity epilogue, the compiler's row-major order), on the
+    fastest correct of `tiles` with and without split-K, against cuBLAS (torch.matmul in a CUDA
+    graph) on the same operands."""
+    from cusyncgen.cuda import baselines, sm90, timing
+    from cusyncgen.cuda.lazy import cupy, torch
+
+    m = sm80.MODELS[model]
+    x, w1, w2 = bufs
+    y_in = (cupy.random.RandomState(M).standard_normal((M, m.K2), dtype=cupy.float32)).astype(cupy.float16)
+    out = []
+    for gemm, (a, b, N, K) in enumerate([(x, w1, m.N1, m.K1), (y_in, w2, m.N2, m.K2)], start=1):
+        c = cupy.full((M, N), cupy.nan, dtype=cupy.float16)
+        ref = a.astype(cupy.float32) @ b.astype(cupy.float32).T
+        best = None
+        for tile in tiles:
+            bm, bn, bk = _dims(tile)
+            X, Y = sm90.order_grid(tile, M, N)
+            for S in sorted({1, sm90.auto_splits(X * Y * sm90.cluster_m(tile), K // bk)}):
+                plan = sm90.Plan(tile, [sm90.gemm_desc(a.data.ptr, b.data.ptr, c.data.ptr, M, N, K, tile, splits=S)])
+                with stream:
+                    c.fill(cupy.nan)
+                    plan.launch(stream.ptr)
+                    stream.synchronize()
+                    err = rel_err(c, ref)
+                    g = timing.capture(lambda s, plan=plan: plan.launch(s.ptr), stream)
+                    t = timing.median(timing.time_graphs([g], stream, iters=iters))
+                del g, plan
+                if err < TOL and (best is None or t < best[0]):
+                    best = (t, tile, S, err)
+        ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+        cub = baselines.graph_time(lambda: ta @ tb.T, iters)
+        flops = 2 * M * N * K
+        row = {"model": model, "M": M, "gemm": gemm, "kernel": "sm90", "N": N, "K": K, "cublas_us": round(cub, 2),
+               "cublas_tflops": round(flops / cub / 1e6, 1)}
+        if best is None:
+            row.update(ours_us=None, correct=False, config=None)
+        else:
+            t, tile, S, err = best
+            row.update(ours_us=round(t, 2), ours_tflops=round(flops / t / 1e6, 1), config=tile + (f" splitK{S}" if S > 1 else ""),
+                       tile=tile, splits=S, correct=True, rel_err=err)
+        out.append(row)
+        del c
+    return out
+
+
+def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
+    """Every model and M: on every tile config the model can use, StreamSync, PDL alone, each
+    policy +PDL and +Chain (with split-K where it applies); cuBLAS (eager, graph) and the floor;
+    each GeMM alone (best tile) against cuBLAS. Every row has "kernel": "sm90"."""
+    from cusyncgen.cuda import baselines, driver, sm90
+    from cusyncgen.cuda.lazy import cupy
+
+    models = models.split(",") if isinstance(models, str) else list(models or MODELS)
+    for m in models:
+        check_model(m)
+    sizes = list(sizes or SIZES)
+    dev = driver.device_name()
+    ceil = baselines.ceilings()
+    lib_configs = sm90.library().configs
+    rows, grows = [], []
+    stream = cupy.cuda.Stream()
+    work = [(m, M) for m in models for M in sizes]
+    for i, (model, M) in enumerate(work):
+        t0 = time.time()
+        tiles = tile_candidates(model, M, lib_configs)
+        point, keep = [], None
+        for j, tile in enumerate(tiles):
+            pr, mlp, sets, outs, ref = measure_point(model, M, iters, stream, seed=1000 * i, tile=tile)
+            point += pr
+            if keep is None:
+                keep = (mlp, sets, ref)
+            else:
+                del mlp, sets, outs
+        base = rebase(point)
+        rows += point
+        mlp, sets, ref = keep
+        vendor = sm80.vendor_rows(mlp.model, M, sets[0], ref, base, iters, ceil)
+        rows += [dict(r, kernel="sm90") for r in vendor]
+        grows += gemm_rows(model, M, tiles, sets[0], stream, iters)
+        if progress:
+            best = min((r for r in point if r["correct"]), key=lambda r: r["time_us"], default=None)
+            cb = next(r["time_us"] for r in vendor if r["config"] == "cuBLAS+graph")
+            print(f"[{i + 1}/{len(work)}] {model} M={M} (sm90): StreamSync {base:.1f} us, best "
+                  + (f"{best['config']} [{best['tiles']}] {best['time_us']:.1f} us ({base / best['time_us']:.3f}x; "
+                     f"cuBLAS+graph {cb:.1f} us)" if best else "NONE CORRECT") + f" [{time.time() - t0:.0f} s]",
+                  file=sys.stderr, flush=True)
+        del mlp, sets, keep
+        cupy.get_default_memory_pool().free_all_blocks()
+    return {"device": dev, "workload": "mlp", "kernel": "sm90", "vendor": "cuBLAS", "ceilings": ceil, "rows": rows,
+            "gemm": grows}
+
+
+# ---- tune ----
+
+STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K)
+
+
+def choose(model: str, M: int, rows: list[dict]) -> dict:
+    """The fastest correct configuration of one (model, M) over every tile config and split-K
+    choice, StreamSync and PDL alone included (so never slower than the fastest stream order; one
+    of them where nothing is faster), as a tune choice (cusyncgen.cuda.tune.report's fields)."""
+    from cusyncgen.cuda.tune import family
+    ok = [r for r in rows if r["correct"]]
+    if not ok:
+        raise CusyncError(f"sm90 {model} M={M}: no configuration computed the reference's result", None)
+    best = min(ok, key=lambda r: r["time_us"])
+    ss = [r for r in rows if r["config"] in ("StreamSync", "StreamSync" + SPLIT_K)]
+    base = min(ss, key=lambda r: r["time_us"])
+    stream_best = min((r for r in ok if r["config"] in STREAM_ORDERS), key=lambda r: r["time_us"], default=None)
+    same = min(r["time_us"] for r in ss if r["tiles"] == best["tiles"])
+    return {"model": model, "M": M, "kernel": "sm90", "config": best["config"], "tiles": best["tiles"],
+            "splits": best.get("splits"), "streamsync_tiles": base["tiles"], "tile_cfg": best.get("tile_cfg"),
+            "sync_warp": None,   # the sm90 kernels wait in their DMA warp
+            "time_us": best["time_us"], "streamsync_us": base["time_us"],
+            "speedup_vs_streamsync": round(base["time_us"] / best["time_us"], 4),
+            "speedup_same_tiles": round(same / best["time_us"], 4),
+            "fastest_stream_order": stream_best and stream_best["config"],
+            "fastest_stream_order_us": stream_best and stream_best["time_us"],
+            "speedup_vs_stream_order": stream_best and round(stream_best["time_us"] / best["time_us"], 4),
+            "predicted": None, "measured_family": family(best["config"]), "prediction_matches": False,
+            "candidates": len(rows)}
+
+
+def library_digest() -> str:
+    """What a tune cache entry was measured with: the library's cache folder (lib-<hash of its
+    sources and flags>) or, for CUSYNC_SM90_LIB, the file's name and size."""
+    from cusyncgen.cuda import sm90
+    p = sm90.library_path()
+    return p.parent.name if p.parent.name.startswith("lib-") else f"{p.name}:{p.stat().st_size}"
+
+
+def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
+    """Measure (or reuse from the cache, keyed model|M|tiles|library) every candidate (every tile
+    config; past GROUPED2_MIN_M also with the second GeMM grouped) of every (model, M) and choose
+    per size. device: report from the cache of that device without a GPU."""
+    import json
+    from pathlib import Path
+
+    cache_path = Path(cache_path)
+    for m in models:
+        check_model(m)
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    if device is None:
+        from cusyncgen.cuda import driver, sm90
+        from cusyncgen.cuda.lazy import cupy
+        dev, runtime, configs = driver.device_name(), library_digest(), sm90.library().configs
+        stream = cupy.cuda.Stream()
+    else:
+        dev, configs, stream = device, CONFIGS, None
+        if not cache.get(dev):
+            raise KeyError(f"the cache has nothing for {dev}")
+        runtime = next(reversed(cache[dev])).rsplit("|", 1)[1]
+    entries = cache.setdefault(dev, {})
+    choices = []
+    for model in models:
+        for M in sweep:
+            t0 = time.time()
+            rows = []
+            for tiles in candidates(model, M, configs):
+                key = f"{model}|{M}|{tiles.label}|{runtime}"
+                if key not in entries:
+                    if device is not None:
+                        raise KeyError(f"{model} M={M} tiles {tiles.label} are not in the cache for {dev} (library "
+                                       f"{runtime})")
+                    point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tiles.config,
+                                                   grouped2=tiles.grouped2)
+                    entries[key] = {"rows": point, "tiles": tiles.label}
+                    cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                    del mlp
+                    cupy.get_default_memory_pool().free_all_blocks()
+                rows += [dict(r) for r in entries[key]["rows"]]
+            rebase(rows)
+            c = choose(model, M, rows)
+            choices.append(c)
+            if progress:
+                print(f"{model} M={M} (sm90): {c['config']} [{c['tiles']}] {c['speedup_vs_streamsync']:.3f}x over "
+                      f"StreamSync, {c['speedup_vs_stream_order']}x over {c['fastest_stream_order']} "
+                      f"[{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
+    return {"device": dev, "workload": "mlp", "kernel": "sm90", "runtime": runtime, "choices": choices}

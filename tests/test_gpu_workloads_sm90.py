@@ -1,0 +1,64 @@
+"""The sm90 MLP workload on a Hopper GPU, through `cusyncgen bench`'s own path: every configuration
+(StreamSync, PDL, TileSync/RowSync +PDL and +Chain, split-K where it applies) of a tile config of
+each model computes the float32 reference's result on fresh random inputs with poisoned outputs, at
+M = 1 and at an M that is a multiple of no tile, also with the second GeMM in the grouped order; no
+wait timed out; and a one-size bench has the
+rows, "kernel" and gemm section the report reads. Needs CuPy, PyTorch, an sm_90 GPU and the sm90
+library (built with nvcc, or CUSYNC_SM90_LIB)."""
+import pytest
+
+from cusyncgen.cuda import available
+
+ok, why = available()
+if ok:
+    from cusyncgen.cuda import driver
+    if driver.arch() != "sm_90a":
+        ok, why = False, f"not an sm_90 GPU ({driver.arch()})"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
+
+if ok:
+    import cupy
+
+    from cusyncgen.workloads import for_device
+    from cusyncgen.workloads import mlp_sm90 as W
+
+
+@pytest.mark.parametrize("model", W.MODELS if ok else ["gpt3"])
+@pytest.mark.parametrize("M", W.TEST_SIZES if ok else [1])
+def test_every_configuration_is_correct(model, M):
+    stream = cupy.cuda.Stream()
+    tile = W.default_tile(model, M)
+    rows, mlp, *_ = W.measure_point(model, M, 3, stream, seed=M, tile=tile)
+    names = [r["config"] for r in rows]
+    assert {"StreamSync", "PDL", "TileSync+PDL", "RowSync+PDL", "TileSync+Chain", "RowSync+Chain"} <= set(names)
+    assert any(n.endswith("/split-K") for n in names) == (mlp.splits_of("auto") != (1, 1))
+    wrong = [(r["config"], r["rel_err"]) for r in rows if not r["correct"]]
+    assert not wrong, wrong
+    assert all(r["kernel"] == "sm90" and r["tiles"] == tile for r in rows)
+
+
+@pytest.mark.parametrize("model,tile", [("gpt3", "128x256x64"), ("llama-ep", "128x128x64")])
+def test_the_grouped_second_gemm_is_correct(model, tile):
+    stream = cupy.cuda.Stream()
+    rows, *_ = W.measure_point(model, W.GROUPED2_MIN_M, 3, stream, seed=7, tile=tile, grouped2=True)
+    assert all(r["tiles"] == tile + " G2" for r in rows)
+    wrong = [(r["config"], r["rel_err"]) for r in rows if not r["correct"]]
+    assert not wrong, wrong
+
+
+def test_the_device_default_is_the_sm90_family():
+    assert for_device("mlp").kernel == "sm90" and for_device("mlp", "sm80").kernel == "sm80"
+    assert for_device("conv2d").kernel == "sm80"
+
+
+def test_a_one_size_bench_has_every_row_the_report_reads():
+    from cusyncgen.cuda.bench import markdown
+    res = W.bench(models="llama-ep", sizes=[64], iters=3, progress=False)
+    assert res["kernel"] == "sm90" and all(r["kernel"] == "sm90" for r in res["rows"])
+    configs = {r["config"] for r in res["rows"]}
+    assert {"StreamSync", "PDL", "RowSync+Chain", "cuBLAS", "cuBLAS+graph", "floor"} <= configs
+    assert {r["tiles"] for r in res["rows"] if "tiles" in r} == set(W.tile_candidates("llama-ep", 64))
+    assert all(r["correct"] for r in res["rows"]), [r["config"] for r in res["rows"] if not r["correct"]]
+    assert [(g["gemm"], g["kernel"]) for g in res["gemm"]] == [(1, "sm90"), (2, "sm90")]
+    assert all(g["ours_us"] > 0 and g["cublas_us"] > 0 for g in res["gemm"])
+    assert "## llama-ep" in markdown(res)

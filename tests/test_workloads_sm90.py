@@ -1,0 +1,224 @@
+"""The sm90 MLP workload without a GPU: the registry holds both kernel families of the MLP, the
+device's compute capability picks the default one, the sm90 configurations and their names, every
+configuration launched through a recording stand-in for the sm90 runner (the ordering and policy
+it asks for, its buffers), and the bench / tune rows, report and dispatch table of the family."""
+import json
+import sys
+import types
+
+import pytest
+
+from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
+from cusyncgen.errors import CusyncError
+from cusyncgen.workloads import FAMILIES, MLP, MLPSm90, Workload, default_kernel, get, kernels
+from cusyncgen.workloads import mlp_sm90 as W
+from test_workloads_fake_gpu import FakeArray, FakeStream, fake_gpu  # noqa: F401  (the fixture)
+
+
+def test_the_registry_holds_both_mlp_families():
+    assert FAMILIES["mlp"] == {"sm80": MLP, "sm90": MLPSm90} and kernels() == ["sm80", "sm90"]
+    cls = get("mlp", "sm90")
+    assert isinstance(cls, Workload) and cls.name == "mlp" and cls.kernel == "sm90" and cls.tune_mode == "measure"
+    assert cls.orderings == SM90_ORDERINGS and Ordering.PERSISTENT in cls.orderings
+    assert Ordering.WAITKERNEL not in cls.orderings and Ordering.NONE not in cls.orderings
+    assert cls.models == ("gpt3", "llama-ep") and cls.sources() == []   # one prebuilt library, no modules
+    with pytest.raises(KeyError, match="no sm90 kernels for conv2d"):
+        get("conv2d", "sm90")
+
+
+@pytest.mark.parametrize("arch,mlp,conv", [("sm_90a", "sm90", "sm80"), ("sm_90", "sm90", "sm80"),
+                                           ("sm_80", "sm80", "sm80"), ("sm_86", "sm80", "sm80"),
+                                           ("sm_100a", "sm80", "sm80"), (None, "sm80", "sm80")])
+def test_the_default_family_follows_the_compute_capability(arch, mlp, conv):
+    assert default_kernel("mlp", arch) == mlp and default_kernel("conv2d", arch) == conv
+    assert default_kernel("attention", arch) == "sm80"
+
+
+def test_configs_and_their_names():
+    names = [c.name for c in W.configs_for(W.SPLITS)]
+    assert names[:6] == ["StreamSync", "PDL", "TileSync+PDL", "TileSync+Chain", "RowSync+PDL", "RowSync+Chain"]
+    assert names[6:] == [n + "/split-K" for n in names[:6]]
+    for c in W.configs_for(W.SPLITS):
+        assert W.Sm90Config.parse(c.name) == c and c.ordering in SM90_ORDERINGS
+        assert ("Chain" in c.name) == (c.ordering == Ordering.PERSISTENT)
+    assert Config.parse("RowSync+Chain").ordering == Ordering.PERSISTENT
+    with pytest.raises(CusyncError, match="no waitkernel ordering"):
+        W.Sm90Config(Config("RowSync"))
+    with pytest.raises(CusyncError, match="no policy StridedSync"):
+        W.Sm90Config(Config("StridedSync", Ordering.PDL))
+    with pytest.raises(CusyncError, match="splits"):
+        W.Sm90Config(Config("RowSync", Ordering.PDL), "4")
+
+
+def test_llama_is_refused_with_a_reason_and_tiles_fit_the_models():
+    with pytest.raises(CusyncError, match="llama .*no sm90 kernel.*use llama-ep .*--kernel sm80"):
+        W.check_model("llama")
+    with pytest.raises(CusyncError, match="no model 'bert'"):
+        W.tile_candidates("bert", 1)
+    assert W.tile_candidates("llama-ep", 1) == ["128x128x64", "64x128x64", "64x128x64pp"]   # BN = 128 only
+    assert "256x128x64" in W.tile_candidates("gpt3", 512) and "256x128x64" not in W.tile_candidates("gpt3", 128)
+    assert all(W.fits("gpt3", c) for c in W.CONFIGS) and not W.fits("llama-ep", "128x192x64")
+    assert W.default_tile("gpt3", 1) == "64x128x64" and W.default_tile("gpt3", 512) == "128x192x64"
+    assert W.default_tile("llama-ep", 4096) == "128x128x64"
+
+
+class _Runner:
+    made = []
+
+    def __init__(self, model, M, ordering, policy, config, X, W1, W2, Y, Z, timeout_ns=0, splits="none",
+                 grouped2=False):
+        self.args = (model, M, ordering, policy, config, splits)
+        self.ptrs = (X, W1, W2, Y, Z)
+        self.launched = []
+        self.checked = 0
+        _Runner.made.append(self)
+
+    def launch(self, stream=0):
+        self.launched.append(stream)
+
+    def check_debug(self):
+        self.checked += 1
+
+
+@pytest.fixture()
+def fake_sm90(fake_gpu, monkeypatch):  # noqa: F811
+    from cusyncgen.cuda import sm90
+    fake_cupy = sys.modules["cupy"]
+    fake_cupy.cuda.runtime = types.SimpleNamespace(deviceSynchronize=lambda: None)
+    monkeypatch.setattr(sm90, "library", lambda: types.SimpleNamespace(configs=W.CONFIGS))
+    monkeypatch.setattr(sm90, "MlpRunner", _Runner)
+    _Runner.made.clear()
+    yield _Runner.made
+
+
+@pytest.mark.parametrize("model,M,tile", [("gpt3", 1, "64x128x64"), ("llama-ep", 200, "128x128x64")])
+def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, tile):
+    mlp = MLPSm90(model, M, tile)
+    names = [c.name for c in mlp.configs()]
+    assert ("RowSync+Chain/split-K" in names) == (mlp.splits_of("auto") != (1, 1))
+    x, w1, w2 = (FakeArray((1,)) for _ in range(3))
+    y, z = FakeArray((1,)), FakeArray((1,))
+    stream = FakeStream()
+    stream.ptr = 77
+    for cfg in mlp.configs():
+        mlp.run(stream, cfg, x, w1, w2, y, z)
+        r = fake_sm90[-1]
+        assert r.args == (model, M, W.RUNNER_ORDERING[cfg.ordering], cfg.policy, tile, cfg.splits)
+        assert r.ptrs == (x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr) and r.launched == [77]
+    assert {r.args[2] for r in fake_sm90} == {"stream", "pdl", "pdl+policy", "chain"}
+    made = len(fake_sm90)
+    chain = next(r for r in fake_sm90 if r.args[2:4] == ("chain", "RowSync") and r.args[5] == "none")
+    mlp.run(stream, Config("RowSync", Ordering.PERSISTENT, True), x, w1, w2, y, z)   # a plain Config: no split-K
+    assert len(fake_sm90) == made and chain.launched == [77, 77]   # the same buffers: the runner is reused
+    other = FakeArray((1,))
+    mlp.run(stream, Config("RowSync", Ordering.PERSISTENT, True), other, w1, w2, y, z)   # new buffers: a new runner
+    assert len(fake_sm90) == made + 1
+    mlp.check_stages()
+    assert all(r.checked == 1 for r in fake_sm90) and mlp.timed_out() == {}
+
+    def timed_out():
+        raise sm90.Sm90Error("a wait timed out: block 3")
+    from cusyncgen.cuda import sm90
+    chain.check_debug = timed_out
+    with pytest.raises(sm90.Sm90Error, match="block 3"):
+        mlp.check_stages()
+    assert mlp.timed_out() == {"RowSync+Chain": "a wait timed out: block 3"}
+
+
+def test_a_tile_config_that_does_not_fit_is_an_error(fake_sm90):
+    with pytest.raises(CusyncError, match="128x192x64.*does not fit"):
+        MLPSm90("llama-ep", 64, "128x192x64")
+    with pytest.raises(CusyncError, match="llama"):
+        MLPSm90("llama", 64)
+
+
+def _rows(model, M, tile, times, correct=None, kernel="sm90", tiles=None):
+    names = [c.name for c in W.configs_for()]
+    return [{"model": model, "M": M, "config": n, "kernel": kernel, "time_us": t, "correct": (correct or {}).get(n, True),
+             "rel_err": 1e-3, "tiles": tile, "splits": "1/1",
+             "tile_cfg": (tiles or W.Sm90Tiles(tile)).as_dict()} for n, t in zip(names, times)]
+
+
+def test_choose_is_never_slower_than_the_fastest_stream_order():
+    rows = _rows("gpt3", 512, "128x128x64", [100, 90, 95, 92, 93, 80]) + _rows("gpt3", 512, "128x192x64",
+                                                                              [98, 85, 99, 99, 99, 70],
+                                                                              {"RowSync+Chain": False})
+    W.rebase(rows)
+    c = W.choose("gpt3", 512, rows)
+    assert (c["config"], c["tiles"], c["time_us"]) == ("RowSync+Chain", "128x128x64", 80)   # the faster one is wrong
+    assert (c["fastest_stream_order"], c["fastest_stream_order_us"]) == ("PDL", 85)
+    assert c["streamsync_us"] == 98 and c["speedup_vs_streamsync"] == round(98 / 80, 4) and c["kernel"] == "sm90"
+    assert c["speedup_same_tiles"] == round(100 / 80, 4)
+    # nothing beats PDL alone: it is chosen
+    rows = _rows("gpt3", 1, "64x128x64", [30, 20, 25, 21, 26, 22])
+    assert W.choose("gpt3", 1, rows)["config"] == "PDL"
+    with pytest.raises(CusyncError, match="no configuration"):
+        W.choose("gpt3", 1, _rows("gpt3", 1, "64x128x64", [1] * 6, {n: False for n in ("StreamSync", "PDL",
+              "TileSync+PDL", "TileSync+Chain", "RowSync+PDL", "RowSync+Chain")}))
+
+
+def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
+    from cusyncgen.cuda import tune
+    fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 G2"): [11, 10, 10, 3, 10, 10]}
+    cache = {"NVIDIA H100 80GB HBM3": {
+        f"gpt3|{M}|{t.label}|lib-abc": {"rows": _rows("gpt3", M, t.label, fast.get((M, t.label), [20, 19, 18, 17, 16, 15]),
+                                                     tiles=t), "tiles": t.label}
+        for M in (1, 512) for t in W.candidates("gpt3", M)}}
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 5 + 12   # M = 512: every tile config also with G2
+    path = tmp_path / "tune-cache-h100-sm90.json"
+    path.write_text(json.dumps(cache))
+    assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    assert res["kernel"] == "sm90" and [(c["M"], c["config"], c["tiles"]) for c in res["choices"]] == [
+        (1, "TileSync+Chain", "128x192x64"), (512, "TileSync+Chain", "128x256x64 G2")]
+    header = (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
+    assert '{1, "TileSync+Chain", 128, 192, 192, 2.75, ""}' in header
+    table = tune.load_dispatch(tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
+    assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", W.Sm90Tiles("128x256x64", True))
+    assert tune.select(table, "gpt3", 1) == ("TileSync+Chain", W.Sm90Tiles("128x192x64"))
+    assert "## gpt3" in (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()
+    # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family
+    with pytest.raises(SystemExit):
+        tune.main(["mlp", "--from-cache", str(path), "--models", "llama", "-o", str(tmp_path)])
+    assert "--kernel sm80" in capsys.readouterr().err
+
+
+def test_bench_picks_the_sm90_family_on_an_sm90_device(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
+    import cusyncgen.cuda as cuda
+    from cusyncgen.cuda import bench
+    monkeypatch.setattr(cuda, "available", lambda: (True, ""))
+    asked = []
+
+    def fake_bench(models=None, sizes=None, iters=30, progress=True):
+        asked.append((models, sizes))
+        rows = _rows("gpt3", 64, "64x128x64", [10, 9, 8, 7, 6, 5]) + _rows("gpt3", 64, "128x128x64", [9, 9, 9, 9, 9, 4])
+        W.rebase(rows)
+        rows += [{"model": "gpt3", "M": 64, "config": c, "time_us": t, "correct": True, "rel_err": 0.0, "kernel": "sm90",
+                  "speedup_vs_streamsync": round(9 / t, 4)} for c, t in (("cuBLAS", 8), ("cuBLAS+graph", 6), ("floor", 2))]
+        gemm = [{"model": "gpt3", "M": 64, "gemm": 1, "kernel": "sm90", "config": "64x128x64", "ours_us": 5.0,
+                 "cublas_us": 4.0, "ours_tflops": 100.0, "cublas_tflops": 125.0}]
+        return {"device": "Fake GPU", "workload": "mlp", "kernel": "sm90", "vendor": "cuBLAS", "rows": rows, "gemm": gemm}
+    monkeypatch.setattr(MLPSm90, "bench", classmethod(lambda cls, **kw: fake_bench(**kw)))
+    monkeypatch.setattr(MLP, "bench", classmethod(lambda cls, **kw: pytest.fail("the sm80 MLP ran on an sm_90 device")))
+    assert bench.main(["mlp", "--models", "gpt3", "--M", "64", "-o", str(tmp_path)]) == 0
+    assert asked == [("gpt3", [64])]
+    res = json.loads((tmp_path / "mlp-fake-gpu-sm90.json").read_text())
+    assert all(r["kernel"] == "sm90" for r in res["rows"]) and res["gemm"][0]["kernel"] == "sm90"
+    md = (tmp_path / "mlp-fake-gpu-sm90.md").read_text()
+    # the fastest row per configuration over the tile configs: RowSync+Chain at 4 us on 128x128x64
+    assert "(sm90 kernels)" in md and "| 64 | 9.0 |" in md and "| RowSync+Chain | 4.0 |" in md
+    assert "| gpt3 | 64 | 1 | 64x128x64 | 5.0 | 4.0 |" in md
+    # --kernel sm80 keeps the Ampere path
+    monkeypatch.setattr(MLP, "bench", classmethod(lambda cls, **kw: (_ for _ in ()).throw(CusyncError("sm80 ran", None))))
+    assert bench.main(["mlp", "--kernel", "sm80", "-o", str(tmp_path)]) == 1
+    assert "sm80 ran" in capsys.readouterr().err
+
+
+def test_bench_of_llama_on_an_sm90_device_says_what_to_do(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
+    import cusyncgen.cuda as cuda
+    from cusyncgen.cuda import bench
+    monkeypatch.setattr(cuda, "available", lambda: (True, ""))
+    assert bench.main(["mlp", "--models", "llama", "-o", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "llama" in err and "use llama-ep" in err and "--kernel sm80" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())
