@@ -32,8 +32,9 @@ def render(kind: str, message: str, span: "Span | None", prog: str = "cusyncgen"
     return f"{head}\n{text}\n{caret}"
 
 
-class CusyncError(Exception):
-    """Base class of every error caused by user input (a .dep file, -D values, DSL objects)."""
+class _Diagnostic:
+    """A message about user input, with the span it points at: ``str()`` is
+    ``file:line:col: <kind>: message``, the source line and a caret."""
 
     kind = "error"
 
@@ -46,34 +47,20 @@ class CusyncError(Exception):
         return render(self.kind, self.message, self.span)
 
     def render(self, prog: str = "cusyncgen") -> str:
-        """``str(self)``, with ``prog`` (``cusyncgen plan``...) naming a spanless error's source."""
+        """``str(self)``, with ``prog`` (``cusyncgen plan``...) naming a spanless message's source."""
         return render(self.kind, self.message, self.span, prog)
 
 
-class CusyncWarning(UserWarning):
+class CusyncError(_Diagnostic, Exception):
+    """Base class of every error caused by user input (a .dep file, -D values, DSL objects)."""
+
+
+class CusyncWarning(_Diagnostic, UserWarning):
     """Something legal but probably not meant (a ForAll over a dim its tile does not use, a
     program with no Dep). Never raised: collected in ``Compiled.warnings`` and printed by the
     commands on stderr, rendered like an error with ``warning:``."""
 
     kind = "warning"
-
-    def __init__(self, message: str, span: "Span | None" = None):
-        super().__init__(message)
-        self.message = message
-        self.span = span
-
-    def __str__(self) -> str:
-        return render(self.kind, self.message, self.span)
-
-    def render(self, prog: str = "cusyncgen") -> str:
-        return render(self.kind, self.message, self.span, prog)
-
-    def __eq__(self, other):
-        return isinstance(other, CusyncWarning) and (self.message, self.span) == \
-            (other.message, other.span)
-
-    def __hash__(self):
-        return hash((self.message, self.span))
 
 
 class ParseError(CusyncError):
