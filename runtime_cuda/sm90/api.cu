@@ -15,6 +15,7 @@ const Entry kConfigs[] = {
     {"128x192x64", cusync_sm90::plan_128x192x64},
     {"256x128x64", cusync_sm90::plan_256x128x64},
     {"64x128x64pp", cusync_sm90::plan_64x128x64pp},
+    {"128x128x64pp", cusync_sm90::plan_128x128x64pp},
 };
 struct StockEntry {
   const char* name;
@@ -28,7 +29,7 @@ const StockEntry kStock[] = {
 
 extern "C" {
 
-const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64,128x192x64,256x128x64,64x128x64pp"; }
+const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64,128x192x64,256x128x64,64x128x64pp,128x128x64pp"; }
 
 const char* cusync_sm90_stock_configs(void) { return "128x128x64,128x256x64"; }
 

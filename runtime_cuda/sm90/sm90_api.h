@@ -77,8 +77,13 @@ typedef struct {
   // item; the last part to finish sums the fp32 partials in part order (deterministic), runs the
   // epilogue and alone posts. The plan owns the partials' workspace and the self-resetting counters.
   int32_t splits;
-  // How the epilogue writes C (CusyncSm90Store): 0 quad-transposed 16-byte stores (default), 1 the
-  // register epilogue's 4-byte fp16-pair stores (kept for A/B).
+  // The first tile (in the order) that is split: tiles [0, split_from) are one work item each, the
+  // rest `splits` items each (0: every tile split). With split_from a multiple of the grid, the
+  // tiles that fill whole waves run unsplit and only the last, partial wave's tiles are split
+  // (data-parallel waves, then a split-K tail).
+  int32_t split_from;
+  // How the epilogue writes C (CusyncSm90Store): 0 quad-transposed 16-byte stores, 1 the register
+  // epilogue's 4-byte fp16-pair stores.
   int32_t store;
 } CusyncSm90Gemm;
 

@@ -169,19 +169,20 @@ struct SyncMainloop : Base {
 };
 
 // ---- configurations ------------------------------------------------------------------------------
-// BM >= 128: the cooperative schedule's TiledMma (two consumer warp groups split M); BM = 64: the
-// ping-pong schedule's TiledMma (one warp group per tile), run by one consumer warp group, or, with
-// PingPong, by two consumer warp groups on alternate work items of the CTA (CUTLASS's ping-pong
-// kernel: their MMA phases strictly alternate through an ordered barrier, so one warp group's
-// epilogue, split-K reduction and post overlap the other's MMA).
+// BM >= 128 without PingPong: the cooperative schedule's TiledMma (two consumer warp groups split
+// M); otherwise the ping-pong schedule's TiledMma (one warp group per tile, its 64-row wgmma atom
+// repeated down a 128-row tile), run by one consumer warp group (BM = 64), or, with PingPong, by two
+// consumer warp groups on alternate work items of the CTA (CUTLASS's ping-pong kernel: their MMA
+// phases strictly alternate through an ordered barrier, so one warp group's epilogue, split-K
+// reduction and post overlap the other's MMA).
 template <int BM_, int BN_, int BK_, bool PingPong = false>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
   static constexpr bool kPingPong = PingPong;
-  static_assert(!PingPong || BM == 64, "ping-pong: one warp group per 64-row tile");
+  static_assert(!PingPong || BM == 64 || BM == 128, "ping-pong: one warp group per 64- or 128-row tile");
   using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
   using ClusterShape = Shape<_1, _1, _1>;
-  using Schedule = cute::conditional_t<(BM >= 128), cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+  using Schedule = cute::conditional_t<(BM >= 128 && !PingPong), cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                                        cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
   static constexpr int kCarveout = 1024;  // the kernel's own shared memory (epoch), rounded up
   using BaseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -405,10 +406,12 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
 }
 
 // A linear work item: its GeMM, tile (x = N block, y = M block; t = the tile's index in the GeMM's
-// order), split s of S and the k-tiles [k_begin, k_begin + k_count) it accumulates. Items of a GeMM
-// are t * S + s: the S splits of a tile are consecutive items, so they run in one wave.
+// order), split s of S, the tile's slot in the split-K workspace (wt = t - split_from) and the
+// k-tiles [k_begin, k_begin + k_count) it accumulates. Items of a GeMM are the tiles before
+// split_from, one each, then split_from + (t - split_from) * S + s: the S splits of a tile are
+// consecutive items, so they run in one wave.
 struct Work {
-  int gi, x, y, t, s, S, k_begin, k_count;
+  int gi, x, y, t, s, S, wt, k_begin, k_count;
 };
 template <class Cfg>
 __device__ __forceinline__ Work item_work(const KernelParams<Cfg>& p, int w) {
@@ -416,9 +419,19 @@ __device__ __forceinline__ Work item_work(const KernelParams<Cfg>& p, int w) {
   r.gi = w >= p.items0 ? 1 : 0;
   const CusyncSm90Gemm& g = p.g[r.gi];
   const int local = r.gi ? w - p.items0 : w;
-  r.S = g.splits > 1 ? g.splits : 1;
-  r.t = local / r.S;
-  r.s = local - r.t * r.S;
+  const int S = g.splits > 1 ? g.splits : 1;
+  if (S == 1 || local < g.split_from) {
+    r.S = 1;
+    r.t = local;
+    r.s = 0;
+    r.wt = 0;
+  } else {
+    r.S = S;
+    const int rest = local - g.split_from;
+    r.wt = rest / S;
+    r.t = g.split_from + r.wt;
+    r.s = rest - r.wt * S;
+  }
   int z;
   order_tile(g.order, r.t, r.x, r.y, z);
   const int kt = g.K / Cfg::BK;
@@ -451,14 +464,14 @@ __device__ __forceinline__ bool reduce_splits(float* partials, uint32_t* count, 
   constexpr int T = Cfg::kMmaThreads;
   constexpr int F = decltype(size(accum))::value;
   constexpr size_t kTile = static_cast<size_t>(Cfg::BM) * Cfg::BN;
-  float2* tile = reinterpret_cast<float2*>(partials + static_cast<size_t>(wk.t) * wk.S * kTile);
+  float2* tile = reinterpret_cast<float2*>(partials + static_cast<size_t>(wk.wt) * wk.S * kTile);
   float2* mine = tile + static_cast<size_t>(wk.s) * (kTile / 2);
   CUTLASS_PRAGMA_UNROLL
   for (int i = 0; i < F / 2; ++i) __stcg(mine + i * T + tid, make_float2(accum(2 * i), accum(2 * i + 1)));
   asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(T) : "memory");
   if (tid == 0) {
-    const bool last = atom_add_acq_rel_gpu(count + wk.t, 1u) == static_cast<uint32_t>(wk.S - 1);
-    if (last) st_relaxed_gpu(count + wk.t, 0u);
+    const bool last = atom_add_acq_rel_gpu(count + wk.wt, 1u) == static_cast<uint32_t>(wk.S - 1);
+    if (last) st_relaxed_gpu(count + wk.wt, 0u);
     *last_smem = last ? 1u : 0u;
   }
   asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(T) : "memory");

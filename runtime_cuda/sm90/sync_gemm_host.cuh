@@ -48,6 +48,7 @@ struct Plan : PlanBase {
     if (g.store == CUSYNC_SM90_STORE_QUAD && reinterpret_cast<uintptr_t>(g.C) % 16 != 0) return CUSYNC_SM90_BAD_SHAPE;
     if (g.order.groups_outer == 2 && (g.order.group_stride < 1 || g.order.group_stride > Y)) return CUSYNC_SM90_BAD_ARGUMENT;
     if (g.splits < 0 || g.splits > g.K / Cfg::BK || g.splits > kMaxSplits) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (g.split_from < 0 || g.split_from > X * Y) return CUSYNC_SM90_BAD_ARGUMENT;
     return 0;
   }
   static constexpr int kMaxSplits = 64;
@@ -80,15 +81,19 @@ struct Plan : PlanBase {
       params.ml[i] = Mainloop::to_underlying_arguments(shape, args, nullptr);
       params.g[i] = g;
       const int tiles = tiles_of(g.order);
-      const int S = g.splits > 1 ? g.splits : 1;
+      // split tiles: those from split_from on (sync_gemm.cuh's item_work), each S items and a
+      // workspace slot; a split with no split tile is no split
+      const int split_tiles = g.splits > 1 ? tiles - g.split_from : 0;
+      const int S = split_tiles > 0 ? g.splits : 1;
+      if (S == 1) params.g[i].splits = 1;
       if (S > 1) {
-        const size_t part = static_cast<size_t>(tiles) * S * Cfg::BM * Cfg::BN * sizeof(float);
+        const size_t part = static_cast<size_t>(split_tiles) * S * Cfg::BM * Cfg::BN * sizeof(float);
         CUSYNC_SM90_CHECK(cudaMalloc(&params.partials[i], part));
-        CUSYNC_SM90_CHECK(cudaMalloc(&params.split_count[i], static_cast<size_t>(tiles) * sizeof(uint32_t)));
-        CUSYNC_SM90_CHECK(cudaMemset(params.split_count[i], 0, static_cast<size_t>(tiles) * sizeof(uint32_t)));
+        CUSYNC_SM90_CHECK(cudaMalloc(&params.split_count[i], static_cast<size_t>(split_tiles) * sizeof(uint32_t)));
+        CUSYNC_SM90_CHECK(cudaMemset(params.split_count[i], 0, static_cast<size_t>(split_tiles) * sizeof(uint32_t)));
         CUSYNC_SM90_CHECK(cudaDeviceSynchronize());
       }
-      const int t = tiles * S;
+      const int t = S > 1 ? g.split_from + split_tiles * S : tiles;
       if (i == 0) params.items0 = t;
       items += t;
     }
