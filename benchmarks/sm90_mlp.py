@@ -143,7 +143,7 @@ def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), ban
         if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
             continue
         splits = ["none"]
-        if sm90.mlp_splits(model.name, M, c, "auto") != (1, 1):
+        if sm90.has_split(sm90.mlp_splits(model.name, M, c, "auto")):
             splits.append("auto")
         for sp in splits:
             for b1 in b1s:
@@ -178,13 +178,13 @@ def gemm_variants(configs, stock_configs, M, N, K, stores=("quad", "pair")):
         X, Y = sm90.order_grid(c, M, N)
         tiles = X * Y * sm90.cluster_m(c)  # with clusters: CTA tiles, phantom row blocks included
         for order in ("row", "grouped"):
-            splits = {1}
+            splits = {sm90.NO_SPLIT, sm90.auto_splits(tiles, K // bk)}
             if tiles < 132:
-                splits |= {2, 4, sm90.auto_splits(tiles, K // bk)}
+                splits |= {sm90.Split(2), sm90.Split(4)}
             for S in sorted(splits):
-                label = f"sm90 {c}" + (" G" if order == "grouped" else "") + (f" splitK{S}" if S > 1 else "")
+                label = f"sm90 {c}" + (" G" if order == "grouped" else "") + (f" splitK{S}" if S.S > 1 else "")
                 for st in stores:
-                    if st != "quad" and S > 1:
+                    if st != "quad" and S.S > 1:
                         continue
                     out.append((label + ("" if st == "quad" else f" {st}-store"), "sm90", c, order, S, st))
     for c in stock_configs:

@@ -28,7 +28,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-import torch.nn.functional as Fn  # noqa: E402
 
 from cusyncgen.cuda import sm90  # noqa: E402
 
@@ -43,7 +42,10 @@ def variant_list(model: str):
     out += [(model, c, "chain", "RowSync", (3, 2), False, False, "quad"),       # split-K in the chain
             (model, c, "pdl+policy", "TileSync", (3, 2), True, False, "quad"),  # split-K, grouped consumer
             (model, c, "chain", "RowSync", "none", True, True, "quad"),         # banded producer, grouped consumer
+            (model, c, "chain", "TileSync", ((3, 20), (2, 60)), True, True, "pair"),       # split-K tails
+            (model, c, "pdl+policy", "RowSync", ((3, 20), (2, 60)), True, True, "pair"),
             (model, "64x128x64pp", "chain", "TileSync", "none", False, False, "quad"),  # ping-pong
+            (model, "128x128x64pp", "chain", "RowSync", ((2, 30), 1), False, False, "pair"),
             (model, c, "chain", "TileSync", "none", False, False, "pair"),      # the pair-store epilogue
             ("llama-ep", c, "chain", "RowSync", "none", False, False, "quad"),  # the SwiGLU pair epilogue
             ("llama-ep", c, "stream", None, "none", False, False, "pair")]
@@ -74,19 +76,10 @@ def main(argv=None) -> int:
         try:
             if model not in cases:
                 m = sm90.MODELS[model]
-                g = torch.Generator(device="cuda").manual_seed(7)
-                X = torch.randn(M, m.H, device="cuda", generator=g).half()
-                W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
-                W2 = (torch.randn(m.H, m.F, device="cuda", generator=g) / m.F ** 0.5).half()
-                A = X.float() @ W1.float().t()
-                if m.epilogue1 == sm90.EPI_SWIGLU_PAIR:
-                    a4 = A.view(M, m.N1 // 128, 2, 64)
-                    Yr = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(M, m.F).half()
-                else:
-                    Yr = Fn.gelu(A, approximate="tanh").half()
+                X, W1, W2, _, Zref = sm90.mlp_case(model, M, seed=7)
                 Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
                 Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
-                cases[model] = (X, W1, W2, Y, Z, Yr.float() @ W2.float().t())
+                cases[model] = (X, W1, W2, Y, Z, Zref)
             X, W1, W2, Y, Z, Zref = cases[model]
             r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
                                Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1, store=st)

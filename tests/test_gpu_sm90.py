@@ -70,11 +70,13 @@ def test_gemm_alone_each_epilogue(epi):
         assert torch.equal(outs[0], outs[1]), (c, epi)  # the same values, only stored differently
 
 
-@pytest.mark.parametrize("config", ["128x128x64", "64x128x64", "64x128x64pp", "128x192x64", "256x128x64"])
+@pytest.mark.parametrize("config", ["128x128x64", "64x128x64", "64x128x64pp", "128x192x64", "256x128x64",
+                                    "128x128x64pp"])
 def test_gemm_alone_split_k_and_grouped_order(config):
     """Split-K (the last split sums the partials and stores; the counters reset themselves, so
-    repeated launches and graph replays need no memset) and the grouped order compute the reference,
-    bit-identical from launch to launch (the split sum's order is fixed)."""
+    repeated launches and graph replays need no memset), a split-K tail (only the tiles from
+    Split.start on split) and the grouped order compute the reference, bit-identical from launch to
+    launch (the split sum's order is fixed)."""
     torch.manual_seed(1)
     bm, bn, bk = sm90.tile_dims(config)
     M, N, K = 300, 3 * bn * 2, 40 * bk
@@ -84,7 +86,7 @@ def test_gemm_alone_split_k_and_grouped_order(config):
     X, Y = N // bn, -(-M // bm)
     s = torch.cuda.current_stream().cuda_stream
     for order in (sm90.row_major_order(X, Y), sm90.grouped_order(X, Y, 3)):
-        for S in (1, 2, 3, 7):
+        for S in (1, 2, 3, 7, sm90.Split(3, X * Y // 2), sm90.Split(2, X * Y - 1), sm90.Split(4, X * Y)):
             C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
             plan = sm90.Plan(config, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, config,
                                                      order=order, splits=S)])
@@ -93,14 +95,16 @@ def test_gemm_alone_split_k_and_grouped_order(config):
             first = C.clone()
             assert _rel(C, ref) < 1e-2, (config, S)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                plan.launch(s)
-            for _ in range(5):
+            with torch.cuda.graph(g):   # captured on the graph's own capture stream
+                plan.launch(torch.cuda.current_stream().cuda_stream)
+            for i in range(6):   # launches and replays alternating, the split counters never reset
                 C.fill_(float("nan"))
-                plan.launch(s)
-                g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(C, first), (config, S)
+                if i % 2:
+                    g.replay()
+                else:
+                    plan.launch(s)
+                torch.cuda.synchronize()
+                assert torch.equal(C, first), (config, S, "replay" if i % 2 else "launch")
 
 
 def test_stock_reference_kernels():
@@ -120,18 +124,7 @@ def test_stock_reference_kernels():
 
 
 def _mlp_case(model, M):
-    m = sm90.MODELS[model]
-    g = torch.Generator(device="cuda").manual_seed(M)
-    X = torch.randn(M, m.H, device="cuda", generator=g).half()
-    W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
-    W2 = (torch.randn(m.H, m.F, device="cuda", generator=g) / m.F ** 0.5).half()
-    A = X.float() @ W1.float().t()
-    if m.epilogue1 == sm90.EPI_SWIGLU_PAIR:
-        a4 = A.view(M, m.N1 // 128, 2, 64)
-        Y = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(M, m.F).half()
-    else:
-        Y = Fn.gelu(A, approximate="tanh").half()
-    return X, W1, W2, Y, Y.float() @ W2.float().t()
+    return sm90.mlp_case(model, M, seed=M)
 
 
 @pytest.mark.parametrize("model", ["gpt3", "llama-ep"])
@@ -149,6 +142,7 @@ def test_mlp_every_ordering_and_policy(model, M):
             sync = o in ("pdl+policy", "chain")
             for p, sp, g2, b1, st in [(p, "none", False, False, "quad") for p in (sm90.POLICIES if sync else (None,))] + \
                     [("TileSync" if sync else None, (3, 2), True, False, "quad"),
+                     ("RowSync" if sync else None, ((3, 4), (2, 8)), True, True, "pair"),   # split-K tails
                      ("RowSync" if sync else None, "none", True, True, "quad"),
                      ("RowSync" if sync else None, "none", False, False, "pair")]:
                 r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
@@ -176,9 +170,11 @@ def test_chain_stress_alternating_inputs():
     Xs = X.clone()
     Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
-    for o, b1 in (("chain", False), ("pdl+policy", False), ("chain", True)):
-        r = sm90.MlpRunner(model, M, o, "TileSync", _configs()[0], Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
-                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1)
+    tails = ((3, 40), (2, 100))   # split-K tails: tiles 40.. of the first GeMM, 100.. of the second
+    for o, b1, sp in (("chain", False, "none"), ("pdl+policy", False, "none"), ("chain", True, "none"),
+                      ("chain", True, tails), ("pdl+policy", False, tails)):
+        r = sm90.MlpRunner(model, M, o, "TileSync", "128x128x64", Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
+                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1, splits=sp)
         bad = torch.zeros((), dtype=torch.int64, device="cuda")
         for i in range(100):
             Xs.copy_(X if i % 2 == 0 else X2)
@@ -188,4 +184,4 @@ def test_chain_stress_alternating_inputs():
             bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
         torch.cuda.synchronize()
         r.check_debug()
-        assert int(bad) == 0, (o, b1)
+        assert int(bad) == 0, (o, b1, sp)

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU ava
 if ok:
     import cupy
 
+    from cusyncgen.cuda import sm90
     from cusyncgen.workloads import for_device
     from cusyncgen.workloads import mlp_sm90 as W
 
@@ -31,7 +32,7 @@ def test_every_configuration_is_correct(model, M):
     rows, mlp, *_ = W.measure_point(model, M, 3, stream, seed=M, tile=tile)
     names = [r["config"] for r in rows]
     assert {"StreamSync", "PDL", "TileSync+PDL", "RowSync+PDL", "TileSync+Chain", "RowSync+Chain"} <= set(names)
-    assert any(n.endswith("/split-K") for n in names) == (mlp.splits_of("auto") != (1, 1))
+    assert any(n.endswith("/split-K") for n in names) == sm90.has_split(mlp.splits_of("auto"))
     wrong = [(r["config"], r["rel_err"]) for r in rows if not r["correct"]]
     assert not wrong, wrong
     assert all(r["kernel"] == "sm90" and r["tiles"] == tile for r in rows)

@@ -119,8 +119,8 @@ def test_band_rows_balances_a_and_b_traffic():
 
 
 def test_gemm_desc_store_modes():
-    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64").store == sm90.STORE_QUAD
-    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", store=sm90.STORE_PAIR).store == sm90.STORE_PAIR
+    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64").store == sm90.STORE_PAIR
+    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", store=sm90.STORE_QUAD).store == sm90.STORE_QUAD
     with pytest.raises(cusyncgen.errors.CusyncError, match="store"):
         sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", store=7)
 
@@ -133,31 +133,90 @@ def test_grouped_columns_balances_a_and_b_traffic():
     assert 48 % sm90.grouped_columns(48, 5, 3.0, 1.0) == 0
 
 
-def test_auto_splits_fills_waves_and_respects_the_k_extent():
-    assert sm90.auto_splits(200, 192) == 1          # a wave and more: no split
-    assert sm90.auto_splits(48, 8) == 1             # too few k-tiles to split
-    S = sm90.auto_splits(48, 192)
-    assert 1 < S <= 16 and 192 // S >= 8
-    items = 48 * S
-    assert items / (132 * -(-items // 132)) > 0.9
-    for tiles in range(1, 132):
+def test_auto_splits_fits_the_probe_and_splits_only_a_tail():
+    # the H100 probe's best split counts (sm90-mlp-probe log): gpt3 M=1's first GeMM (48 tiles of 192
+    # k-tiles) 2 splits, llama-ep's (43 tiles of 128) 3; gpt3's second (96 tiles of 96) none
+    assert sm90.auto_splits(48, 192) == sm90.Split(2, 0)
+    assert sm90.auto_splits(43, 128) == sm90.Split(3, 0)
+    assert sm90.auto_splits(96, 96) == sm90.NO_SPLIT
+    assert sm90.auto_splits(48, 8) == sm90.NO_SPLIT             # too few k-tiles to split
+    # llama-ep's first GeMM at M = 512 on 128x128 tiles: 172 tiles, one whole wave and 40 more: the
+    # first wave unsplit, the 40 tiles split 3 ways (one more round of a third of a tile)
+    sp = sm90.auto_splits(172, 128)
+    assert sp == sm90.Split(3, 132)
+    assert sm90.split_makespan(172, 128, sp) < 0.8 * sm90.split_makespan(172, 128, sm90.NO_SPLIT)
+    assert sm90.auto_splits(264, 128) == sm90.NO_SPLIT          # two whole waves
+    for tiles in range(1, 400, 7):
         for kt in (16, 43, 96, 192):
-            S = sm90.auto_splits(tiles, kt)
-            assert S == 1 or kt // S >= 8
+            sp = sm90.auto_splits(tiles, kt)
+            assert sp == sm90.NO_SPLIT or (kt // sp.S >= 8 and sp.start % 132 == 0 and sp.start < tiles)
+            assert sm90.split_makespan(tiles, kt, sp) <= sm90.split_makespan(tiles, kt, sm90.NO_SPLIT)
 
 
-def test_gemm_desc_rejects_more_splits_than_k_tiles():
+def test_split_makespan_counts_rounds_of_the_static_schedule():
+    # 172 tiles, no split: two rounds of whole tiles (k-tiles + ITEM_COST_K each)
+    assert sm90.split_makespan(172, 128, sm90.NO_SPLIT) == 2 * (128 + sm90.ITEM_COST_K)
+    # the tail split 3 ways: one round of whole tiles, then 120 items of 43 k-tiles in one round
+    assert sm90.split_makespan(172, 128, sm90.Split(3, 132)) == \
+        (128 + sm90.ITEM_COST_K) + (43 + sm90.ITEM_COST_K + sm90.SPLIT_COST_K)
+
+
+def test_gemm_desc_splits():
     with pytest.raises(cusyncgen.errors.CusyncError, match="split"):
         sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", splits=3)
-    assert sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", splits=2).splits == 2
+    g = sm90.gemm_desc(1, 1, 1, 64, 128, 128, "64x128x64", splits=2)
+    assert (g.splits, g.split_from) == (2, 0)
+    g = sm90.gemm_desc(1, 1, 1, 300, 1024, 1024, "128x128x64", splits=sm90.Split(4, 20))
+    assert (g.splits, g.split_from) == (4, 20)
+    with pytest.raises(cusyncgen.errors.CusyncError, match="split"):   # 24 tiles: a split start past them
+        sm90.gemm_desc(1, 1, 1, 300, 1024, 1024, "128x128x64", splits=sm90.Split(4, 25))
+    assert str(sm90.Split(3, 132)) == "3@132" and str(sm90.Split(2)) == "2" and str(sm90.NO_SPLIT) == "1"
 
 
 def test_mlp_splits():
-    assert sm90.mlp_splits("gpt3", 4096, "128x256x64", "auto") == (1, 1)
+    none = (sm90.NO_SPLIT, sm90.NO_SPLIT)
+    assert sm90.mlp_splits("gpt3", 4096, "128x256x64", "auto") == none
     s1, s2 = sm90.mlp_splits("gpt3", 64, "64x128x64", "auto")
-    assert s1 > 1
-    assert sm90.mlp_splits("gpt3", 64, "64x128x64", "none") == (1, 1)
-    assert sm90.mlp_splits("gpt3", 64, "64x128x64", (3, 2)) == (3, 2)
+    assert s1.S > 1 and sm90.has_split((s1, s2))
+    assert sm90.mlp_splits("gpt3", 64, "64x128x64", "none") == none and not sm90.has_split(none)
+    assert sm90.mlp_splits("gpt3", 64, "64x128x64", (3, 2)) == (sm90.Split(3), sm90.Split(2))
+    assert sm90.mlp_splits("llama-ep", 512, "128x128x64", "auto")[0] == sm90.Split(3, 132)
+    assert sm90.mlp_splits("gpt3", 64, "64x128x64", ((3, 10), 1)) == (sm90.Split(3, 10), sm90.NO_SPLIT)
+
+
+ABI_MAIN = r"""
+#include <cstddef>
+#include <cstdio>
+#include "sm90_api.h"
+#define F(S, f) std::printf(#S "." #f " %zu\n", offsetof(S, f));
+int main() {
+  std::printf("CusyncSm90Gemm %zu\nCusyncSm90Policy %zu\nCusyncSm90Order %zu\nCusyncSm90Debug %zu\n",
+              sizeof(CusyncSm90Gemm), sizeof(CusyncSm90Policy), sizeof(CusyncSm90Order), sizeof(CusyncSm90Debug));
+  %FIELDS%
+  return 0;
+}
+"""
+
+
+def test_ctypes_structs_match_the_c_header(tmp_path):
+    """The ctypes mirrors (sm90.Gemm, Policy, Order, Debug) have the C header's sizes and field
+    offsets (g++ on the host: the library is built with the same layout rules)."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    structs = {"CusyncSm90Gemm": sm90.Gemm, "CusyncSm90Policy": sm90.Policy, "CusyncSm90Order": sm90.Order,
+               "CusyncSm90Debug": sm90.Debug}
+    fields = "\n  ".join(f"F({c}, {f})" for c, py in structs.items() for f, _ in py._fields_)
+    src = tmp_path / "abi.cpp"
+    src.write_text(ABI_MAIN.replace("%FIELDS%", fields))
+    exe = tmp_path / "abi"
+    subprocess.run([cxx, "-std=c++17", f"-I{sm90.source_dir()}", str(src), "-o", str(exe)], check=True)
+    got = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                               check=True).stdout.split("\n") if line)
+    import ctypes
+    want = {c: str(ctypes.sizeof(py)) for c, py in structs.items()}
+    want.update({f"{c}.{f}": str(getattr(py, f).offset) for c, py in structs.items() for f, _ in py._fields_})
+    assert got == want
 
 
 def test_config_names_and_cluster_grids():

@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from cusyncgen.cuda import sm90
 from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import FAMILIES, MLP, MLPSm90, Workload, default_kernel, get, kernels
@@ -55,8 +56,10 @@ def test_llama_is_refused_with_a_reason_and_tiles_fit_the_models():
         W.check_model("llama")
     with pytest.raises(CusyncError, match="no model 'bert'"):
         W.tile_candidates("bert", 1)
-    assert W.tile_candidates("llama-ep", 1) == ["128x128x64", "64x128x64", "64x128x64pp"]   # BN = 128 only
+    assert W.tile_candidates("llama-ep", 1) == ["128x128x64", "64x128x64", "64x128x64pp", "128x128x64pp"]  # BN = 128
     assert "256x128x64" in W.tile_candidates("gpt3", 512) and "256x128x64" not in W.tile_candidates("gpt3", 128)
+    # 64-row tiles up to SMALL_TILE_MAX_M only
+    assert "64x128x64" in W.tile_candidates("gpt3", 256) and "64x128x64pp" not in W.tile_candidates("gpt3", 512)
     assert all(W.fits("gpt3", c) for c in W.CONFIGS) and not W.fits("llama-ep", "128x192x64")
     assert W.default_tile("gpt3", 1) == "64x128x64" and W.default_tile("gpt3", 512) == "128x192x64"
     assert W.default_tile("llama-ep", 4096) == "128x128x64"
@@ -66,7 +69,7 @@ class _Runner:
     made = []
 
     def __init__(self, model, M, ordering, policy, config, X, W1, W2, Y, Z, timeout_ns=0, splits="none",
-                 grouped2=False):
+                 grouped2=False, banded1=False):
         self.args = (model, M, ordering, policy, config, splits)
         self.ptrs = (X, W1, W2, Y, Z)
         self.launched = []
@@ -82,7 +85,6 @@ class _Runner:
 
 @pytest.fixture()
 def fake_sm90(fake_gpu, monkeypatch):  # noqa: F811
-    from cusyncgen.cuda import sm90
     fake_cupy = sys.modules["cupy"]
     fake_cupy.cuda.runtime = types.SimpleNamespace(deviceSynchronize=lambda: None)
     monkeypatch.setattr(sm90, "library", lambda: types.SimpleNamespace(configs=W.CONFIGS))
@@ -95,7 +97,7 @@ def fake_sm90(fake_gpu, monkeypatch):  # noqa: F811
 def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, tile):
     mlp = MLPSm90(model, M, tile)
     names = [c.name for c in mlp.configs()]
-    assert ("RowSync+Chain/split-K" in names) == (mlp.splits_of("auto") != (1, 1))
+    assert ("RowSync+Chain/split-K" in names) == sm90.has_split(mlp.splits_of("auto"))
     x, w1, w2 = (FakeArray((1,)) for _ in range(3))
     y, z = FakeArray((1,)), FakeArray((1,))
     stream = FakeStream()
@@ -118,7 +120,6 @@ def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, t
 
     def timed_out():
         raise sm90.Sm90Error("a wait timed out: block 3")
-    from cusyncgen.cuda import sm90
     chain.check_debug = timed_out
     with pytest.raises(sm90.Sm90Error, match="block 3"):
         mlp.check_stages()
@@ -159,22 +160,24 @@ def test_choose_is_never_slower_than_the_fastest_stream_order():
 
 def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     from cusyncgen.cuda import tune
-    fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 G2"): [11, 10, 10, 3, 10, 10]}
+    fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 B1 G2"): [11, 10, 10, 3, 10, 10]}
     cache = {"NVIDIA H100 80GB HBM3": {
         f"gpt3|{M}|{t.label}|lib-abc": {"rows": _rows("gpt3", M, t.label, fast.get((M, t.label), [20, 19, 18, 17, 16, 15]),
                                                      tiles=t), "tiles": t.label}
         for M in (1, 512) for t in W.candidates("gpt3", M)}}
-    assert len(cache["NVIDIA H100 80GB HBM3"]) == 5 + 12   # M = 512: every tile config also with G2
+    # M = 1: no 256-row tile; M = 512: no 64-row tile, every tile config in the banded and grouped orders
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 5
+    assert all(k.split("|")[2].endswith(" B1 G2") for k in cache["NVIDIA H100 80GB HBM3"] if k.startswith("gpt3|512|"))
     path = tmp_path / "tune-cache-h100-sm90.json"
     path.write_text(json.dumps(cache))
     assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
     assert res["kernel"] == "sm90" and [(c["M"], c["config"], c["tiles"]) for c in res["choices"]] == [
-        (1, "TileSync+Chain", "128x192x64"), (512, "TileSync+Chain", "128x256x64 G2")]
+        (1, "TileSync+Chain", "128x192x64"), (512, "TileSync+Chain", "128x256x64 B1 G2")]
     header = (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
     assert '{1, "TileSync+Chain", 128, 192, 192, 2.75, ""}' in header
     table = tune.load_dispatch(tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
-    assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", W.Sm90Tiles("128x256x64", True))
+    assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", W.Sm90Tiles("128x256x64", True, True))
     assert tune.select(table, "gpt3", 1) == ("TileSync+Chain", W.Sm90Tiles("128x192x64"))
     assert "## gpt3" in (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()
     # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family

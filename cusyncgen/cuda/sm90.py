@@ -24,6 +24,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 from pathlib import Path
 
 from cusyncgen.errors import CusyncError
@@ -31,7 +32,8 @@ from cusyncgen.errors import CusyncError
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
               "-Xcompiler", "-fPIC"]
 LIB_NAME = "libcusync_sm90.so"
-CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp")  # pp: ping-pong
+CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp",
+           "128x128x64pp")  # pp: ping-pong
 STOCK_CONFIGS = ("128x128x64", "128x256x64")  # the stock CUTLASS A/B references (stock_ref.cuh)
 ORDERINGS = ("stream", "pdl", "pdl+policy", "chain")
 POLICIES = ("TileSync", "RowSync")
@@ -39,7 +41,7 @@ POLICIES = ("TileSync", "RowSync")
 # sm90_api.h
 EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = 0, 1, 2, 3
 PDL_TRIGGER, PDL_WAIT, PDL_LAUNCH = 1, 2, 4
-STORE_QUAD, STORE_PAIR = 0, 1  # CusyncSm90Store: quad-transposed 16-byte stores (default), fp16-pair stores
+STORE_QUAD, STORE_PAIR = 0, 1  # CusyncSm90Store: quad-transposed 16-byte stores, fp16-pair stores (default)
 STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
 DIM_KINDS = {"tile": 0, "all": 1, "mod": 2, "div": 3}
 LLAMA_EP_BLOCK = 64  # [W1|V] row interleaving of llama-ep's first weight (cusyncgen.cuda.modules)
@@ -180,7 +182,7 @@ class Gemm(ctypes.Structure):
                 ("epilogue", ctypes.c_int32), ("order", Order),
                 ("in_policy", Policy), ("in_sems", ctypes.c_void_p), ("in_tile_n", ctypes.c_int32),
                 ("out_policy", Policy), ("out_sems", ctypes.c_void_p), ("splits", ctypes.c_int32),
-                ("store", ctypes.c_int32)]
+                ("split_from", ctypes.c_int32), ("store", ctypes.c_int32)]
 
 
 class Debug(ctypes.Structure):
@@ -426,30 +428,87 @@ def grouped_columns(X: int, Y: int, a_row_bytes: float, b_col_bytes: float, sms:
     return best
 
 
-def auto_splits(tiles: int, k_tiles: int, sms: int = 132, min_k_tiles: int = 8, max_splits: int = 16) -> int:
-    """Split-K count for a GeMM of `tiles` tiles: the S (1..max_splits, each split at least min_k_tiles
-    k-tiles) whose tiles * S items fill the SMs' waves best (tiles * S / (sms * waves)); ties go to the
-    smaller S. 1 when the tiles alone fill at least one wave to 90%."""
-    if tiles >= sms or k_tiles < 2 * min_k_tiles:
-        return 1
-    best, best_eff = 1, tiles / sms
-    for S in range(2, max_splits + 1):
-        if k_tiles // S < min_k_tiles:
-            break
-        items = tiles * S
-        eff = items / (sms * -(-items // sms))
-        if eff > best_eff + 0.02:
-            best, best_eff = S, eff
+class Split(NamedTuple):
+    """Split-K of one GeMM: the tiles from `start` on (in the GeMM's order) are each `S` work items
+    over k-ranges of their K; the tiles before `start` are one item each. start = 0: every tile split
+    (classic split-K); start a multiple of the grid: whole waves of tiles run unsplit and only the
+    last, partial wave is split (a split-K tail)."""
+
+    S: int = 1
+    start: int = 0
+
+    def __str__(self) -> str:
+        return str(self.S) if self.S == 1 or self.start == 0 else f"{self.S}@{self.start}"
+
+
+NO_SPLIT = Split()
+
+# The split-K cost model of auto_splits, in k-tile times: what a work item costs beyond its k-tiles
+# (prologue, epilogue, the pipeline's fill: latency, which at small M is many k-tiles' worth), and
+# what a split adds (its fp32 partial stored, its share of the last split's reduction). Fitted to
+# the H100 probe (sm90-mlp-probe log): gpt3 M=1's first GeMM, 48 tiles of 192 k-tiles, is fastest
+# with 2 splits (4 and 11 were slower); llama-ep's first at M=1, 43 tiles of 128 k-tiles, with 3;
+# gpt3's second, 96 tiles of 96 k-tiles, unsplit.
+ITEM_COST_K = 8
+SPLIT_COST_K = 8
+
+
+def split_makespan(tiles: int, k_tiles: int, split: Split, sms: int = 132) -> float:
+    """auto_splits' model of a GeMM's time, in k-tile times: the static persistent schedule hands
+    CTA b the items b, b + G, ...; the unsplit tiles fill whole rounds, the split tiles' items the
+    rest."""
+    G = min(sms, tiles) if split.S == 1 else sms
+    whole = split.start if split.S > 1 else tiles
+    t = -(-whole // G) * (k_tiles + ITEM_COST_K) if whole else 0.0
+    if split.S > 1:
+        rest = tiles - split.start
+        t += -(-(rest * split.S) // G) * (-(-k_tiles // split.S) + ITEM_COST_K + SPLIT_COST_K)
+    return t
+
+
+def auto_splits(tiles: int, k_tiles: int, sms: int = 132, min_k_tiles: int = 8, max_splits: int = 16) -> Split:
+    """Split-K of a GeMM of `tiles` tiles: no split, or the tiles past the last whole wave (start =
+    w * sms, w = 0 .. tiles // sms) split S ways (2..max_splits, each split at least min_k_tiles
+    k-tiles), whichever split_makespan finds fastest; a split must gain 3% over the next simpler
+    choice (fewer splits, fewer split tiles)."""
+    best = NO_SPLIT
+    best_t = split_makespan(tiles, k_tiles, best, sms)
+    for w in range(tiles // sms, -1, -1):   # the fewest split tiles first
+        start = w * sms
+        if start >= tiles:
+            continue
+        for S in range(2, max_splits + 1):
+            if k_tiles // S < min_k_tiles:
+                break
+            sp = Split(S, start)
+            t = split_makespan(tiles, k_tiles, sp, sms)
+            if t < best_t * 0.97:
+                best, best_t = sp, t
     return best
 
 
+def as_split(splits) -> Split:
+    """A Split from a Split, (S, start) or an int S (every tile split)."""
+    if isinstance(splits, Split):
+        return splits
+    if isinstance(splits, tuple):
+        return Split(*(int(v) for v in splits))
+    return Split(int(splits))
+
+
 def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilogue: int = EPI_IDENTITY,
-              order: "Order | None" = None, splits: int = 1, store: int = STORE_QUAD) -> Gemm:
-    """One GeMM's descriptor. store: STORE_QUAD (16-byte stores after a transpose inside each quad;
-    C must be 16-byte aligned) or STORE_PAIR (the fp16-pair stores, kept for A/B)."""
+              order: "Order | None" = None, splits: "int | Split" = 1, store: int = STORE_PAIR) -> Gemm:
+    """One GeMM's descriptor. splits: an int S (every tile split S ways) or a Split (the tiles from
+    its start on). store: STORE_PAIR (the register epilogue's fp16-pair stores, the default: 5%
+    faster on average on the H100, docs/design.md) or STORE_QUAD (16-byte stores after a transpose
+    inside each quad; C must be 16-byte aligned)."""
     bm, bn, bk = tile_dims(config)
-    if splits < 1 or splits > K // bk:
-        raise Sm90Error(f"split-K: {splits} splits of {K // bk} k-tiles")
+    sp = as_split(splits)
+    if sp.S < 1 or sp.S > K // bk:
+        raise Sm90Error(f"split-K: {sp.S} splits of {K // bk} k-tiles")
+    X, Y = order_grid(config, M, N)
+    if sp.start < 0 or sp.start > X * Y * cluster_m(config):
+        raise Sm90Error(f"split-K: the split tiles start at {sp.start}, past the {X * Y} tiles")
     if store not in STORES.values():
         raise Sm90Error(f"unknown store mode {store!r} (have {', '.join(f'{k}={v}' for k, v in STORES.items())})")
     g = Gemm()
@@ -460,7 +519,8 @@ def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilo
     g.order = order if order is not None else row_major_order(*order_grid(config, M, N))
     g.in_sems = None
     g.out_sems = None
-    g.splits = splits
+    g.splits = sp.S
+    g.split_from = sp.start
     g.store = store
     return g
 
@@ -573,17 +633,45 @@ def compiled_mlp(model_name: str, M: int, config: str):
 
 
 def mlp_splits(model_name: str, M: int, config: str, splits="none") -> tuple:
-    """Split-K counts of an MLP's two GeMMs: "none" (1, 1), "auto" (auto_splits of each), or a pair."""
+    """Split-K of an MLP's two GeMMs, a pair of Splits: "none", "auto" (auto_splits of each), or a
+    pair of Splits / ints."""
     if splits == "none" or splits is None:
-        return (1, 1)
+        return (NO_SPLIT, NO_SPLIT)
     m = MODELS[model_name]
     bm, bn, bk = tile_dims(config)
     if splits == "auto":
         cm = cluster_m(config)
         return tuple(auto_splits(cm * (N // bn) * order_grid(config, M, N)[1], K // bk, sms=132 // cm * cm)
                      for N, K in mlp_sizes(m))
-    s1, s2 = (int(v) for v in splits)
+    s1, s2 = (as_split(v) for v in splits)
     return (s1, s2)
+
+
+def mlp_case(model_name: str, M: int, seed: int = 0):
+    """Fresh random operands of one MLP on the GPU and its reference, for the GPU tests and the
+    sanitizer runs (torch tensors): X [M, H], W1 [N1, H], W2 [H, F] fp16 (scaled so that the outputs
+    stay O(1)), the intermediate Y as fp16 from a float32 product (GeLU tanh, or llama-ep's SwiGLU pair
+    of [W1|V] interleaved by 64), and Z = Y W2^T in float32."""
+    import torch
+    import torch.nn.functional as Fn
+
+    m = MODELS[model_name]
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    X = torch.randn(M, m.H, device="cuda", generator=g).half()
+    W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
+    W2 = (torch.randn(m.H, m.F, device="cuda", generator=g) / m.F ** 0.5).half()
+    A = X.float() @ W1.float().t()
+    if m.epilogue1 == EPI_SWIGLU_PAIR:
+        a4 = A.view(M, m.N1 // (2 * LLAMA_EP_BLOCK), 2, LLAMA_EP_BLOCK)
+        Y = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(M, m.F).half()
+    else:
+        Y = Fn.gelu(A, approximate="tanh").half()
+    return X, W1, W2, Y, Y.float() @ W2.float().t()
+
+
+def has_split(splits) -> bool:
+    """Does a pair of Splits (mlp_splits) split either GeMM?"""
+    return any(as_split(s).S > 1 for s in splits)
 
 
 def mlp_sizes(model: Model):
@@ -598,12 +686,12 @@ class MlpRunner:
     GeMMs ((1, 1): none; "auto": auto_splits per GeMM). ``grouped2``: the second GeMM (nothing waits
     on it) walks grouped_order instead of the compiler's order. ``banded1``: the first GeMM walks
     banded_order (band_rows' height) instead of the compiler's order (row blocks complete band by
-    band; the policies are unchanged). ``store``: "quad" (16-byte stores) or "pair" (fp16-pair
-    stores, for A/B)."""
+    band; the policies are unchanged). ``store``: "pair" (fp16-pair stores, the default) or "quad"
+    (16-byte stores, for A/B)."""
 
     def __init__(self, model: str, M: int, ordering: str, policy: "str | None", config: str, X: int, W1: int,
                  W2: int, Y: int, Z: int, timeout_ns: int = 0, splits="none", grouped2: bool = False,
-                 banded1: bool = False, store: str = "quad"):
+                 banded1: bool = False, store: str = "pair"):
         import torch
 
         if model not in MODELS:
@@ -666,13 +754,13 @@ class MlpRunner:
     @property
     def name(self) -> str:
         head = f"sm90 {self.config}"
-        if self.splits != (1, 1):
+        if has_split(self.splits):
             head += f" splitK{self.splits[0]}/{self.splits[1]}"
         if self.banded1:
             head += " B1"
         if self.grouped2:
             head += " G2"
-        if self.store != "quad":
+        if self.store != "pair":
             head += f" {self.store}-store"
         if self.ordering == "stream":
             return f"{head} StreamSync"

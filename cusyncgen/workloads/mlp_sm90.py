@@ -22,6 +22,7 @@ the consumer always walks the compiler's tile order (no T).
 """
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ POLICIES = ("TileSync", "RowSync")   # sm90.POLICIES: the policies its descripto
 # sm90.MODELS, named here so that the registry entry needs no import of the driver module
 MODELS = ("gpt3", "llama-ep")
 # sm90.CONFIGS (the library's tile configs; "pp": ping-pong)
-CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp")
+CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp", "128x128x64pp")
 # how each ordering is named to sm90.MlpRunner
 RUNNER_ORDERING = {Ordering.STREAM: "stream", Ordering.PDL_ALONE: "pdl", Ordering.PDL: "pdl+policy",
                    Ordering.PERSISTENT: "chain"}
@@ -72,11 +73,17 @@ def fits(model: str, tile: str) -> bool:
     return not (m.N1 % bn or m.N2 % bn or (m.swiglu_epilogue and bn != 2 * sm80.LLAMA_EP_BLOCK))
 
 
+# 64-row tiles only up to this M: past it they ran at 0.3-0.67 of cuBLAS on the H100 (sm90-mlp-probe
+# log; GPT-3 at M = 512: 0.38 in the row-major order, 0.65 grouped), never the fastest.
+SMALL_TILE_MAX_M = 256
+
+
 def tile_candidates(model: str, M: int, configs=CONFIGS) -> list[str]:
     """The tile configs of `configs` that fit the model (fits), a 256-row tile only where M fills
-    more than one 128-row tile."""
+    more than one 128-row tile, a 64-row tile only up to SMALL_TILE_MAX_M."""
     check_model(model)
-    return [c for c in configs if fits(model, c) and not (_dims(c)[0] > 128 and M <= 128)]
+    return [c for c in configs if fits(model, c) and not (_dims(c)[0] > 128 and M <= 128)
+            and not (_dims(c)[0] < 128 and M > SMALL_TILE_MAX_M)]
 
 
 def default_tile(model: str, M: int) -> str:
@@ -136,34 +143,43 @@ def configs_for(splits=("none",)) -> list[Sm90Config]:
 
 @dataclass(frozen=True)
 class Sm90Tiles:
-    """The tile config of an instance and whether the second GeMM walks the grouped order
-    (sm90.grouped_order: "G2"), with the `label` rows carry (as the sm80 MlpTiles)."""
+    """The tile config of an instance, whether the second GeMM walks the grouped order
+    (sm90.grouped_order: "G2") and whether the first walks the banded order (sm90.banded_order:
+    "B1"), with the `label` rows carry (as the sm80 MlpTiles)."""
 
     config: str
     grouped2: bool = False
+    banded1: bool = False
 
     @property
     def label(self) -> str:
-        return self.config + (" G2" if self.grouped2 else "")
+        return self.config + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "")
 
-    def as_dict(self, splits=(1, 1)) -> dict:
+    def as_dict(self, splits=("1", "1")) -> dict:
         """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BN)."""
         bm, bn, _ = _dims(self.config)
-        return {"config": self.config, "grouped2": self.grouped2, "splits": list(splits),
-                "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
+        return {"config": self.config, "grouped2": self.grouped2, "banded1": self.banded1,
+                "splits": [str(v) for v in splits], "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
 
 
-# From this M on, `cusyncgen tune` also measures each tile config with the second GeMM in the
-# grouped order (a wave of its tiles spans several row blocks, so the compiler's row-major order
-# reads its weight once per row block: docs/sm90.md, "The grouped order").
+# The L2-friendly orders (docs/sm90.md, "The grouped order" and "The banded order"), in every
+# ordering, stream orders included, from the M where a wave of tiles spans several row blocks: from
+# GROUPED2_MIN_M the second GeMM (nothing waits on it) walks the grouped order, from BANDED1_MIN_M
+# the first (the producer) the banded order, which still completes row blocks early, band by band.
+# Measured on the H100 (sm90-mlp-probe log): the best configuration at every M >= 256 used them.
 GROUPED2_MIN_M = 256
+BANDED1_MIN_M = 512
+
+
+def orders_for(M: int) -> tuple[bool, bool]:
+    """(grouped2, banded1) of an MLP at this M."""
+    return M >= GROUPED2_MIN_M, M >= BANDED1_MIN_M
 
 
 def candidates(model: str, M: int, configs=CONFIGS) -> list[Sm90Tiles]:
-    """What `cusyncgen tune` measures at one (model, M): every tile config (tile_candidates), and
-    past GROUPED2_MIN_M each also with the second GeMM in the grouped order."""
-    tiles = tile_candidates(model, M, configs)
-    return [Sm90Tiles(t) for t in tiles] + ([Sm90Tiles(t, True) for t in tiles] if M >= GROUPED2_MIN_M else [])
+    """What `cusyncgen tune` measures at one (model, M): every tile config (tile_candidates), each
+    in the orders of orders_for(M)."""
+    return [Sm90Tiles(t, *orders_for(M)) for t in tile_candidates(model, M, configs)]
 
 
 @dataclass
@@ -183,7 +199,8 @@ class MLPSm90:
     model_name: str
     M: int
     tile: str | None = None
-    grouped2: bool = False   # the second GeMM (nothing waits on it) walks sm90.grouped_order
+    grouped2: bool | None = None   # the second GeMM (nothing waits on it) walks sm90.grouped_order (None: orders_for)
+    banded1: bool | None = None    # the first GeMM walks sm90.banded_order (None: orders_for)
     timeout_ns: int = TIMEOUT_NS
     _runners: dict = field(default_factory=dict, repr=False)
 
@@ -208,19 +225,24 @@ class MLPSm90:
             raise CusyncError(f"{self.model_name}: tile config {self.tile!r} does not fit its GeMMs (those that do: "
                               f"{', '.join(c for c in CONFIGS if fits(self.model_name, c))})", None)
         self.model = sm80.MODELS[self.model_name]   # shapes, reference and vendor rows: the sm80 model's
-        self.tiles = Sm90Tiles(self.tile, self.grouped2)
+        g2, b1 = orders_for(self.M)
+        self.grouped2 = g2 if self.grouped2 is None else self.grouped2
+        self.banded1 = b1 if self.banded1 is None else self.banded1
+        self.tiles = Sm90Tiles(self.tile, self.grouped2, self.banded1)
         from cusyncgen.cuda import sm90
         lib = sm90.library()
         if self.tile not in lib.configs:
             raise CusyncError(f"the sm90 library has no tile config {self.tile} (it has {', '.join(lib.configs)})", None)
         self._split_counts = {sp: sm90.mlp_splits(self.model_name, self.M, self.tile, sp) for sp in SPLITS}
 
-    def splits_of(self, splits: str) -> tuple[int, int]:
+    def splits_of(self, splits: str) -> tuple:
+        """The pair of sm90.Splits of "none" or "auto"."""
         return self._split_counts[splits]
 
     def configs(self) -> list[Sm90Config]:
         """Every ordering x policy, also with split-K where auto_splits splits a GeMM at this M."""
-        return configs_for([sp for sp in SPLITS if sp == "none" or self.splits_of(sp) != (1, 1)])
+        from cusyncgen.cuda import sm90
+        return configs_for([sp for sp in SPLITS if sp == "none" or sm90.has_split(self.splits_of(sp))])
 
     def buffers(self, seed: int | None = None):
         return sm80.MLP.buffers(self, seed)
@@ -239,7 +261,8 @@ class MLPSm90:
         if r is None:
             r = sm90.MlpRunner(self.model_name, self.M, RUNNER_ORDERING[cfg.ordering], cfg.policy, self.tile,
                                x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr,
-                               timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2)
+                               timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2,
+                               banded1=self.banded1)
             cupy.cuda.runtime.deviceSynchronize()   # its semaphores are zeroed on another stream
             self._runners[key] = r
         return r
@@ -287,10 +310,10 @@ def _with_splits(rows: list[dict], mlp: MLPSm90) -> list[dict]:
 
 
 def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: str | None = None,
-                  grouped2: bool = False):
-    """Every configuration of one (model, M, tile config, order of the second GeMM): rows (each
+                  grouped2: bool | None = None, banded1: bool | None = None):
+    """Every configuration of one (model, M, tile config, orders; None: orders_for(M)): rows (each
     checked against the float32 reference on poisoned outputs, as the sm80 MLP's), and the MLP."""
-    mlp = MLPSm90(model, M, tile, grouped2)
+    mlp = MLPSm90(model, M, tile, grouped2, banded1)
     with stream:
         rows, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
     stream.synchronize()
@@ -312,9 +335,10 @@ def rebase(rows: list[dict]) -> float:
 
 
 def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]:
-    """Each GeMM of the MLP alone (identity epilogue, the compiler's row-major order), on the
-    fastest correct of `tiles` with and without split-K, against cuBLAS (torch.matmul in a CUDA
-    graph) on the same operands."""
+    """Each GeMM of the MLP alone (identity epilogue), on the fastest correct of `tiles` in the
+    compiler's row-major order and in the grouped order (sm90.grouped_order: nothing waits on a
+    GeMM alone), each with and without split-K (sm90.auto_splits, a split-K tail where whole waves
+    fill the SMs), against cuBLAS (torch.matmul in a CUDA graph) on the same operands."""
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.cuda.lazy import cupy, torch
 
@@ -329,8 +353,11 @@ def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]
         for tile in tiles:
             bm, bn, bk = _dims(tile)
             X, Y = sm90.order_grid(tile, M, N)
-            for S in sorted({1, sm90.auto_splits(X * Y * sm90.cluster_m(tile), K // bk)}):
-                plan = sm90.Plan(tile, [sm90.gemm_desc(a.data.ptr, b.data.ptr, c.data.ptr, M, N, K, tile, splits=S)])
+            orders = {"": sm90.row_major_order(X, Y),
+                      " G": sm90.grouped_order(X, Y, sm90.grouped_columns(X, Y, bm * K * 2.0, bn * K * 2.0))}
+            for (oname, order), S in itertools.product(orders.items(), {sm90.NO_SPLIT, sm90.auto_splits(X * Y, K // bk)}):
+                plan = sm90.Plan(tile, [sm90.gemm_desc(a.data.ptr, b.data.ptr, c.data.ptr, M, N, K, tile, order=order,
+                                                       splits=S)])
                 with stream:
                     c.fill(cupy.nan)
                     plan.launch(stream.ptr)
@@ -340,7 +367,7 @@ def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]
                     t = timing.median(timing.time_graphs([g], stream, iters=iters))
                 del g, plan
                 if err < TOL and (best is None or t < best[0]):
-                    best = (t, tile, S, err)
+                    best = (t, tile + oname, S, err)
         ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
         cub = baselines.graph_time(lambda: ta @ tb.T, iters)
         flops = 2 * M * N * K
@@ -350,8 +377,9 @@ def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]
             row.update(ours_us=None, correct=False, config=None)
         else:
             t, tile, S, err = best
-            row.update(ours_us=round(t, 2), ours_tflops=round(flops / t / 1e6, 1), config=tile + (f" splitK{S}" if S > 1 else ""),
-                       tile=tile, splits=S, correct=True, rel_err=err)
+            row.update(ours_us=round(t, 2), ours_tflops=round(flops / t / 1e6, 1),
+                       config=tile + (f" splitK{S}" if S.S > 1 else ""), tile=tile.split()[0], grouped=tile.endswith(" G"),
+                       splits=str(S), correct=True, rel_err=err)
         out.append(row)
         del c
     return out
@@ -477,7 +505,7 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                         raise KeyError(f"{model} M={M} tiles {tiles.label} are not in the cache for {dev} (library "
                                        f"{runtime})")
                     point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tiles.config,
-                                                   grouped2=tiles.grouped2)
+                                                   grouped2=tiles.grouped2, banded1=tiles.banded1)
                     entries[key] = {"rows": point, "tiles": tiles.label}
                     cache_path.write_text(json.dumps(cache, indent=1) + "\n")
                     del mlp
