@@ -95,6 +95,10 @@ def _load(path: Path) -> Run | None:
     prefix = ("tune-" if tune else "") + workload + "-" + slug(device)
     stem = path.stem
     variant = stem[len(prefix):].lstrip("-") if stem.startswith(prefix) else stem
+    # a kernel family's own default run (bench's -<kernel> file: mlp-<device>-sm90) is no variant
+    kernel = str(data.get("kernel", DEFAULT_KERNEL))
+    if kernel != DEFAULT_KERNEL and (variant == kernel or variant.startswith(kernel + "-")):
+        variant = variant[len(kernel):].lstrip("-")
     return Run(path, workload, device, variant, tune, data)
 
 
@@ -164,7 +168,12 @@ def points(run: Run) -> dict:
             continue
         base, chain = _split(r["config"])
         key = (r.get("kernel", DEFAULT_KERNEL), chain)
-        ours.setdefault(key, {}).setdefault((model, M), {})[base] = r
+        at = ours.setdefault(key, {}).setdefault((model, M), {})
+        # a run over several tile configs (the sm90 bench) has one row per config and tile config:
+        # the configuration's fastest correct one
+        old = at.get(base)
+        if old is None or (r.get("correct", True), -r["time_us"]) > (old.get("correct", True), -old["time_us"]):
+            at[base] = r
     out: dict = {}
     for key in sorted(ours, key=lambda k: (k[0], k[1] != "", k[1])):
         per_model: dict = {}
@@ -226,7 +235,9 @@ def _label(run: Run, kernel: str, chain: str) -> str:
 
 
 def _run_title(run: Run) -> str:
-    return run.device + (f", {run.variant}" if run.variant else "")
+    kernel = str(run.data.get("kernel", DEFAULT_KERNEL))
+    return (run.device + (f", {run.variant}" if run.variant else "")
+            + (f" ({kernel} kernels)" if kernel != DEFAULT_KERNEL else ""))
 
 
 def bench_tables(run: Run, base: Path) -> list[str]:
@@ -385,6 +396,51 @@ def summary_rows(run: Run) -> list[tuple[str, str, str]]:
     return out
 
 
+VENDOR_HEAD = ("| model | device | best synchronized vs cuBLAS + graph | geomean over M >= 128 "
+               "| best synchronized vs fastest stream order (same kernels) | floor / best synchronized, geomean |")
+VENDOR_MIN_M = 128
+
+
+def vendor_rows(run: Run) -> list[tuple[str, str, str]]:
+    """(model, device, table line) per model of a bench run of a kernel family other than sm80 (the
+    sm90 MLP): per size the fastest correct synchronized configuration over every chain (split-K
+    included) against cuBLAS + graph (ratio > 1: ours faster) at its best size and as a geometric
+    mean over M >= VENDOR_MIN_M; against the fastest stream order of the same kernels (StreamSync or
+    PDL alone, any chain); and how close it comes to the roofline floor."""
+    out = []
+    groups = {k: v for k, v in points(run).items() if k[0] != DEFAULT_KERNEL}
+    models = list(dict.fromkeys(m for per_model in groups.values() for m in per_model))
+    for model in models:
+        per_m: dict = {}
+        for (_kernel, _chain), per_model in groups.items():
+            for p in per_model.get(model, []):
+                e = per_m.setdefault(p.M, {"sync": None, "stream": None, "ref": p.ref})
+                b = p.best()
+                if b is not None and (e["sync"] is None or b["time_us"] < e["sync"]["time_us"]):
+                    e["sync"] = b
+                for name in ("StreamSync", "PDL"):
+                    r = p.ours.get(name)
+                    if r is not None and r.get("correct", True) and (e["stream"] is None
+                                                                   or r["time_us"] < e["stream"]["time_us"]):
+                        e["stream"] = r
+        vs_vendor = {M: _ratio(e["ref"].get(run.vendor + "+graph"), e["sync"]) for M, e in per_m.items()}
+        vs_stream = {M: _ratio(e["stream"], e["sync"]) for M, e in per_m.items()}
+        vs_floor = [_ratio(e["ref"].get("floor"), e["sync"]) for e in per_m.values()]
+        have = {M: v for M, v in vs_vendor.items() if v is not None}
+        if not have:
+            continue
+        top = max(have, key=lambda M: (have[M], -M))
+        top_s = max((M for M in vs_stream if vs_stream[M] is not None), key=lambda M: (vs_stream[M], -M))
+        cfg = per_m[top]["sync"]
+        line = (f"| {model} | {run.device} | {_x(have[top])} (M={top}, {cfg['config']}; "
+                f"{sum(v > 1.0 for v in have.values())} of {len(have)} sizes faster) "
+                f"| {_x(_geomean([v for M, v in have.items() if M >= VENDOR_MIN_M]))} "
+                f"| {_x(vs_stream[top_s])} (M={top_s}, {per_m[top_s]['sync']['config']}) "
+                f"| {_x(_geomean(vs_floor))} |")
+        out.append((model, run.device, line))
+    return out
+
+
 def summary(runs: list[Run]) -> list[str]:
     lines = ["## Summary", "",
              "Per workload, model and device, from each device's default run: the best synchronized "
@@ -405,6 +461,16 @@ def summary(runs: list[Run]) -> list[str]:
         else:
             lines.append("No results.")
         lines.append("")
+        vrows = [row for r in runs if not r.tune and r.workload == w and not r.variant for row in vendor_rows(r)]
+        if vrows:
+            kernels = sorted({k for r in runs if not r.tune and r.workload == w and not r.variant
+                              for k, _ in points(r) if k != DEFAULT_KERNEL})
+            lines += [f"{TITLES[w]} on the {'/'.join(kernels)} kernels against the vendor library: the fastest "
+                      "correct synchronized configuration per size (any tile config and chain) over cuBLAS in "
+                      f"a CUDA graph (> 1: ours faster), at its best size and as a geometric mean over M >= "
+                      f"{VENDOR_MIN_M}; over the fastest stream order of the same kernels; and the roofline "
+                      "floor over it (1: at the floor).", "",
+                      VENDOR_HEAD, "|---|---|---|---|---|---|"] + [line for _, _, line in vrows] + [""]
     return lines
 
 

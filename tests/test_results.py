@@ -117,6 +117,45 @@ def test_summary_is_the_json():
     assert f"| {faster} of {len(best)} | {cublas} of {len(best)} (cuBLAS) |" in line
 
 
+def test_sm90_vendor_summary_is_the_json():
+    """The sm90 MLP's line against the vendor library, recomputed from its rows: per M the fastest
+    correct synchronized row over every tile config and chain (split-K included) against
+    cuBLAS+graph and against the fastest StreamSync/PDL row; the best M, the geometric mean over M >=
+    128, the floor ratio; and several rows per configuration name (one per tile config) become the
+    fastest correct one in the per-run table."""
+    import math
+    data = json.loads((RESULTS / "mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    page = PAGE.read_text()
+    for model in ("gpt3", "llama-ep"):
+        rows = [r for r in data["rows"] if r["model"] == model]
+        sync, stream, cub, floor = {}, {}, {}, {}
+        for r in rows:
+            base = r["config"].split("/")[0]
+            if base == "cuBLAS+graph":
+                cub[r["M"]] = r["time_us"]
+            elif base == "floor":
+                floor[r["M"]] = r["time_us"]
+            elif base != "cuBLAS" and r["correct"]:
+                d = stream if base in ("StreamSync", "PDL") else sync
+                if r["M"] not in d or r["time_us"] < d[r["M"]]["time_us"]:
+                    d[r["M"]] = r
+        vs = {M: cub[M] / r["time_us"] for M, r in sync.items()}
+        top = max(vs, key=lambda M: (vs[M], -M))
+        geo = math.exp(sum(math.log(v) for M, v in vs.items() if M >= 128) / sum(M >= 128 for M in vs))
+        fl = math.exp(sum(math.log(floor[M] / r["time_us"]) for M, r in sync.items()) / len(sync))
+        line = next(line for line in section(page, "### MLP").splitlines()
+                    if line.startswith(f"| {model} | NVIDIA H100 80GB HBM3 |") and "sizes faster" in line)
+        assert f"| {vs[top]:.3f}x (M={top}, {sync[top]['config']}; {sum(v > 1 for v in vs.values())} of {len(vs)} " \
+               "sizes faster)" in line
+        assert f"| {geo:.3f}x |" in line and line.endswith(f"| {fl:.3f}x |")
+        assert max(stream[M]["time_us"] / r["time_us"] for M, r in sync.items()) == pytest.approx(
+            float(line.split("|")[5].split("x")[0]), abs=6e-4)
+        # the per-run table: StreamSync at M = 1 is the fastest correct StreamSync row of all tile configs
+        ss = min(r["time_us"] for r in rows if r["M"] == 1 and r["config"] == "StreamSync" and r["correct"])
+        table = section(section(page, "### MLP on NVIDIA H100 80GB HBM3 (sm90 kernels)"), f"#### {model} (sm90 kernels)")
+        assert any(line.startswith(f"| 1 | {ss:.1f} |") for line in table.splitlines())
+
+
 def test_missing_workloads_and_devices(tmp_path):
     shutil.copy(RESULTS / "mlp-nvidia-h200.json", tmp_path)
     data = json.loads((RESULTS / "overhead-nvidia-h200.json").read_text())
