@@ -185,3 +185,22 @@ def test_chain_stress_alternating_inputs():
         torch.cuda.synchronize()
         r.check_debug()
         assert int(bad) == 0, (o, b1, sp)
+
+
+@pytest.mark.parametrize("policy", ["TileSync", "RowSync"])
+def test_a_wait_that_never_completes_times_out_naming_the_tile_and_semaphore(policy):
+    """The consumer launched without its producer: no semaphore is ever posted. The sync warp gives
+    up after timeout_ns, the launch finishes (no hang), and check_debug names the block, GeMM, tile,
+    producer tile and semaphore of the first wait that gave up, with what it saw and wanted."""
+    model, M = "gpt3", 128
+    X, W1, W2, _, _ = _mlp_case(model, M)
+    m = sm90.MODELS[model]
+    Y = torch.zeros(M, m.F, device="cuda", dtype=torch.half)
+    Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
+    r = sm90.MlpRunner(model, M, "pdl+policy", policy, "128x128x64", X.data_ptr(), W1.data_ptr(), W2.data_ptr(),
+                       Y.data_ptr(), Z.data_ptr(), timeout_ns=20_000_000)
+    r.plans[1].launch(torch.cuda.current_stream().cuda_stream)   # the consumer alone
+    torch.cuda.synchronize()
+    with pytest.raises(sm90.Sm90Error, match=r"a wait timed out: block \d+ gemm 0 tile \(\d+, 0\) producer tile "
+                                             r"\(0, 0\) sem \d+ seen 0 target [1-9]\d*$"):
+        r.check_debug()

@@ -43,6 +43,16 @@ __device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ void st_release_cta_shared(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))), "r"(v)
+               : "memory");
+}
+__device__ __forceinline__ uint32_t ld_acquire_cta_shared(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p)))
+               : "memory");
+  return v;
+}
 __device__ __forceinline__ void red_release_gpu_add(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -63,40 +73,33 @@ __device__ __forceinline__ bool reached(uint32_t seen, uint32_t target) {
   return static_cast<int32_t>(seen - target) >= 0;
 }
 
-// The spin of a wait that did not see its target on the first load. timeout_ns > 0: give up after
-// that long, so a deadlock never hangs the device: the first wait to time out fills *debug (the
-// host raises with it) and every wait of every CTA returns from then on (the launch finishes with
-// wrong data). Built with -DCUSYNC_DEBUG it prints the tile and semaphore and traps instead (a
-// call inside the kernel: ptxas then serializes the wgmma pipeline, so not in the timed build).
-__device__ __forceinline__ void spin_slow(const uint32_t* p, uint32_t target, long long timeout_ns, CusyncSm90Debug* debug,
-                                          int gemm, int x, int y, int px, int sem) {
-  const long long t0 = timeout_ns > 0 ? globaltimer_ns() : 0;
-  uint32_t seen;
-  while (!reached(seen = ld_acquire_gpu(p), target)) {
-    if (timeout_ns > 0) {
-      if (debug != nullptr && *reinterpret_cast<volatile int*>(&debug->failed) != 0) return;
-      if (globaltimer_ns() - t0 > timeout_ns) {
+// A wait that gave up (timeout_ns > 0, so a deadlock never hangs the device): the first one fills
+// *debug (the host raises with it), and every wait of every CTA gives up from then on (the launch
+// finishes with wrong data). Built with -DCUSYNC_DEBUG it prints the tile and semaphore and traps
+// instead (a call inside the kernel: ptxas then serializes the wgmma pipeline, so not in the timed
+// build).
+__device__ __forceinline__ void report_timeout(CusyncSm90Debug* debug, int gemm, int x, int y, int px, int sem,
+                                            uint32_t seen, uint32_t target) {
 #if defined(CUSYNC_DEBUG)
-        printf("cusync sm90: wait timed out: block %d gemm %d tile (%d, %d) producer tile (%d, %d) sem %d seen %u target %u\n",
-               static_cast<int>(blockIdx.x), gemm, x, y, px, y, sem, seen, target);
-        __trap();
+  printf("cusync sm90: wait timed out: block %d gemm %d tile (%d, %d) producer tile (%d, %d) sem %d seen %u target %u\n",
+         static_cast<int>(blockIdx.x), gemm, x, y, px, y, sem, seen, target);
+  __trap();
 #endif
-        if (debug != nullptr && atomicCAS(&debug->claimed, 0, 1) == 0) {
-          debug->block = static_cast<int>(blockIdx.x);
-          debug->gemm = gemm;
-          debug->tile_x = x;
-          debug->tile_y = y;
-          debug->producer_x = px;
-          debug->sem = sem;
-          debug->seen = seen;
-          debug->target = target;
-          __threadfence();
-          atomicExch(&debug->failed, 1);
-        }
-        return;
-      }
-    }
+  if (debug != nullptr && atomicCAS(&debug->claimed, 0, 1) == 0) {
+    debug->block = static_cast<int>(blockIdx.x);
+    debug->gemm = gemm;
+    debug->tile_x = x;
+    debug->tile_y = y;
+    debug->producer_x = px;
+    debug->sem = sem;
+    debug->seen = seen;
+    debug->target = target;
+    __threadfence();
+    atomicExch(&debug->failed, 1);
   }
+}
+__device__ __forceinline__ bool gave_up(const CusyncSm90Debug* debug) {
+  return debug != nullptr && *reinterpret_cast<const volatile int*>(&debug->failed) != 0;
 }
 
 // ---- the mainloop collective: the CollectiveBuilder's, with a hooked load() ---------------------
@@ -201,6 +204,7 @@ struct Config {
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     uint32_t epoch;
+    uint32_t sync_ready;     // the sync warp's published count of verified k-tiles (waiting items, in item order)
     uint32_t split_last[2];  // split-K: whether this consumer (group) reduces its current tile
     typename cutlass::OrderedSequenceBarrier<1, 2>::SharedStorage mma_order;  // ping-pong
   };
@@ -495,6 +499,68 @@ __device__ __forceinline__ bool reduce_splits(float* partials, uint32_t* count, 
   return true;
 }
 
+// The sync warp (the producer warp group's second warp, in a launch where some GeMM waits): walks the
+// CTA's items like the DMA warp and, for each item that waits, the producer tiles its k-range reads,
+// 32 at a time: each lane loads one semaphore (ld.acquire.gpu, the 32 loads in flight together),
+// the warp takes the prefix of tiles that reached their targets, and lane 0 publishes the count of
+// k-tiles verified so far with st.release.cta (after __syncwarp, which orders every lane's acquire
+// before it). A wait longer than timeout_ns reports the first missing tile (report_timeout) and
+// publishes everything, so the launch ends. It never waits for anything the DMA warp does: it only
+// reads semaphores.
+template <class Cfg>
+__device__ __forceinline__ void sync_warp_poll(const KernelParams<Cfg>& p, uint32_t& ready, uint32_t epoch) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int G = static_cast<int>(gridDim.x);
+  uint32_t done = 0;  // k-tiles of the waiting items before the current one
+  for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
+    const Work wk = item_work(p, w);
+    const CusyncSm90Gemm& g = p.g[wk.gi];
+    if (g.in_sems == nullptr) continue;
+    const int ptk = g.in_tile_n / Cfg::BK;  // k-tiles per producer tile (the host checks it divides)
+    const int k_stop = wk.k_begin + wk.k_count;
+    const int px_end = (k_stop + ptk - 1) / ptk;
+    int px = wk.k_begin / ptk;
+    long long t0 = 0;
+    while (px < px_end) {
+      const int mine = px + lane;
+      bool ok = true;
+      int s = 0;
+      uint32_t seen = 0, target = 0;
+      if (mine < px_end) {
+        s = policy_sem(g.in_policy, mine, wk.y, 0);
+        target = policy_value(g.in_policy, mine, wk.y, 0) * epoch;
+        seen = ld_acquire_gpu(g.in_sems + s);
+        ok = reached(seen, target);
+      }
+      const unsigned missing = __ballot_sync(0xffffffffu, !ok);
+      const int n = missing == 0u ? 32 : __ffs(missing) - 1;  // the ready prefix
+      if (n > 0) {
+        px += n;
+        t0 = 0;
+        __syncwarp();
+        if (lane == 0) {
+          const int k_end = px * ptk < k_stop ? px * ptk : k_stop;
+          st_release_cta_shared(&ready, done + static_cast<uint32_t>(k_end - wk.k_begin));
+        }
+        continue;
+      }
+      if (p.timeout_ns > 0) {
+        const long long now = globaltimer_ns();
+        if (t0 == 0) t0 = now;
+        // lane 0's clock decides for the warp (the loop stays converged for the ballot)
+        const bool give_up = __shfl_sync(0xffffffffu, gave_up(p.debug) || now - t0 > p.timeout_ns, 0);
+        if (give_up) {
+          if (lane == 0 && !gave_up(p.debug)) report_timeout(p.debug, wk.gi, wk.x, wk.y, px, s, seen, target);
+          px = px_end;  // publish the rest: the launch finishes, with the debug record saying why it is wrong
+          __syncwarp();
+          if (lane == 0) st_release_cta_shared(&ready, done + static_cast<uint32_t>(wk.k_count));
+        }
+      }
+    }
+    done += static_cast<uint32_t>(wk.k_count);
+  }
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __grid_constant__ KernelParams<Cfg> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -519,6 +585,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
   }
   // The epoch: launches of this plan so far, this one included (the ticket counter is never reset).
   if (thread_idx == 0) {
+    ss.sync_ready = 0u;
     ss.epoch = p.ticket != nullptr
                    ? static_cast<uint32_t>(atomicAdd(p.ticket, 1ull) / static_cast<unsigned long long>(gridDim.x) + 1ull)
                    : 1u;
@@ -546,30 +613,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
       // The mainloop DMA warp.
       if (p.flags & CUSYNC_SM90_PDL_WAIT) pdl_wait();
       PipelineState write = cutlass::make_producer_start_state<MainloopPipeline>();
-      int last_sem = -1;
-      uint32_t last_target = 0;
+      uint32_t base = 0;    // k-tiles of the waiting items before this one
+      uint32_t fenced = 0;  // k-tiles of the waiting items this thread has seen verified and fenced
       for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
         const Work wk = item_work(p, w);
         const int gi = wk.gi, x = wk.x, y = wk.y;
         const CusyncSm90Gemm& g = p.g[gi];
         auto li = mainloop.load_init(make_shape(g.M, g.N, g.K, 1), p.ml[gi]);
+        // The sync warp has verified (acquired) the producer tiles of the first `ready` k-tiles of
+        // the waiting items; its st.release.cta of the count and this ld.acquire.cta order its
+        // acquires before this thread's proxy fence and TMA (docs/sm90.md).
         auto wait = [&](int k) {
           if (g.in_sems == nullptr) return;
-          const int px = (k * Cfg::BK) / g.in_tile_n;
-          const int s = policy_sem(g.in_policy, px, y, 0);
-          const uint32_t target = policy_value(g.in_policy, px, y, 0) * epoch;
-          if (s == last_sem && target == last_target) return;
-          const uint32_t* sp = g.in_sems + s;
-          if (!reached(ld_acquire_gpu(sp), target)) spin_slow(sp, target, p.timeout_ns, p.debug, gi, x, y, px, s);
+          const uint32_t need = base + static_cast<uint32_t>(k - wk.k_begin) + 1u;
+          if (need <= fenced) return;
+          uint32_t ready;
+          while ((ready = ld_acquire_cta_shared(&ss.sync_ready)) < need) {
+          }
           fence_proxy_async_global();
-          last_sem = s;
-          last_target = target;
+          fenced = ready;
         };
         mainloop.load_synced(p.ml[gi], pipeline, write, li, make_coord(y, x, _, 0), wk.k_begin, wk.k_count, 0u,
                              ss.mainloop.tensors, wait);
         write.advance(wk.k_count);
+        if (g.in_sems != nullptr) base += static_cast<uint32_t>(wk.k_count);
       }
       mainloop.load_tail(pipeline, write);
+    } else if (warp_in_group == 1 && (p.g[0].in_sems != nullptr || (p.n_gemms > 1 && p.g[1].in_sems != nullptr))) {
+      sync_warp_poll(p, ss.sync_ready, epoch);  // the sync warp
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Cfg::kMmaRegs>();
