@@ -140,14 +140,16 @@ def test_mlp_every_ordering_and_policy(model, M):
             continue
         for o in sm90.ORDERINGS:
             sync = o in ("pdl+policy", "chain")
-            for p, sp, g2, b1, st in [(p, "none", False, False, "quad") for p in (sm90.POLICIES if sync else (None,))] + \
-                    [("TileSync" if sync else None, (3, 2), True, False, "quad"),
-                     ("RowSync" if sync else None, ((3, 4), (2, 8)), True, True, "pair"),   # split-K tails
-                     ("RowSync" if sync else None, "none", True, True, "quad"),
-                     ("RowSync" if sync else None, "none", False, False, "pair")]:
+            for p, sp, g2, b1, st, b2 in [(p, "none", False, False, "quad", False)
+                                          for p in (sm90.POLICIES if sync else (None,))] + \
+                    [("TileSync" if sync else None, (3, 2), True, False, "quad", False),
+                     ("RowSync" if sync else None, ((3, 4), (2, 8)), True, True, "pair", False),   # split-K tails
+                     ("RowSync" if sync else None, "none", True, True, "quad", False),
+                     ("TileSync" if sync else None, "none", False, True, "pair", True),   # both GeMMs banded
+                     ("RowSync" if sync else None, "none", False, False, "pair", False)]:
                 r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
                                    Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1,
-                                   store=st)
+                                   store=st, banded2=b2)
                 for _ in range(3):  # three launches: the epochs advance, nothing is reset
                     Y.fill_(float("nan"))
                     Z.fill_(float("nan"))
@@ -174,7 +176,8 @@ def test_chain_stress_alternating_inputs():
     for o, b1, sp in (("chain", False, "none"), ("pdl+policy", False, "none"), ("chain", True, "none"),
                       ("chain", True, tails), ("pdl+policy", False, tails)):
         r = sm90.MlpRunner(model, M, o, "TileSync", "128x128x64", Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
-                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1, splits=sp)
+                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1, splits=sp,
+                           banded2=b1)
         bad = torch.zeros((), dtype=torch.int64, device="cuda")
         for i in range(100):
             Xs.copy_(X if i % 2 == 0 else X2)

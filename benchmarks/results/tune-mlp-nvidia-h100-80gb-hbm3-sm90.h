@@ -13,15 +13,15 @@ struct Choice {
 };
 
 constexpr Choice mlp_gpt3[] = {
-    {1, "TileSync+Chain/split-K", 64, 128, 128, 1.0355, ""},
-    {16, "TileSync+Chain/split-K", 64, 128, 128, 1.0154, ""},
-    {64, "PDL", 64, 128, 128, 1.022, ""},
-    {128, "TileSync+PDL", 128, 128, 128, 1.0058, ""},
-    {256, "TileSync+Chain/split-K", 128, 192, 192, 1.0218, ""},
-    {512, "StreamSync", 128, 192, 192, 1.0, ""},
-    {1024, "StreamSync/split-K", 256, 128, 128, 1.0, ""},
-    {2048, "TileSync+PDL", 128, 192, 192, 1.0494, ""},
-    {4096, "RowSync+Chain", 256, 128, 128, 1.0246, ""},
+    {1, "TileSync+Chain/split-K", 64, 128, 128, 1.021, ""},
+    {16, "PDL", 64, 128, 128, 1.0051, ""},
+    {64, "PDL", 64, 128, 128, 1.0122, ""},
+    {128, "StreamSync", 128, 128, 128, 1.0, ""},
+    {256, "TileSync+Chain/split-K", 128, 192, 192, 1.0379, ""},
+    {512, "StreamSync/split-K", 128, 128, 128, 1.0, ""},
+    {1024, "StreamSync/split-K", 128, 256, 256, 1.0, ""},
+    {2048, "StreamSync", 128, 256, 256, 1.0, ""},
+    {4096, "TileSync+PDL", 128, 256, 256, 1.0128, ""},
 };
 
 inline const Choice& select_mlp_gpt3(int m) {
@@ -31,15 +31,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama_ep[] = {
-    {1, "TileSync+PDL/split-K", 64, 128, 128, 1.033, ""},
-    {16, "TileSync+PDL", 64, 128, 128, 1.04, ""},
-    {64, "PDL", 64, 128, 128, 1.029, ""},
-    {128, "TileSync+PDL", 128, 128, 128, 1.0166, ""},
-    {256, "RowSync+PDL", 128, 128, 128, 1.0122, ""},
-    {512, "PDL/split-K", 128, 128, 128, 1.0046, ""},
-    {1024, "PDL/split-K", 256, 128, 128, 1.0108, ""},
-    {2048, "TileSync+PDL/split-K", 256, 128, 128, 1.0405, ""},
-    {4096, "StreamSync/split-K", 256, 128, 128, 1.0, ""},
+    {1, "PDL", 64, 128, 128, 1.0264, ""},
+    {16, "TileSync+PDL", 64, 128, 128, 1.0308, ""},
+    {64, "TileSync+PDL", 64, 128, 128, 1.0288, ""},
+    {128, "PDL", 64, 128, 128, 1.0111, ""},
+    {256, "StreamSync", 128, 128, 128, 1.0, ""},
+    {512, "TileSync+Chain/split-K", 128, 128, 128, 1.0148, ""},
+    {1024, "TileSync+PDL/split-K", 256, 128, 128, 1.0205, ""},
+    {2048, "StreamSync", 256, 128, 128, 1.0, ""},
+    {4096, "PDL/split-K", 256, 128, 128, 1.0259, ""},
 };
 
 inline const Choice& select_mlp_llama_ep(int m) {

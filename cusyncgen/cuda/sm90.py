@@ -686,12 +686,14 @@ class MlpRunner:
     GeMMs ((1, 1): none; "auto": auto_splits per GeMM). ``grouped2``: the second GeMM (nothing waits
     on it) walks grouped_order instead of the compiler's order. ``banded1``: the first GeMM walks
     banded_order (band_rows' height) instead of the compiler's order (row blocks complete band by
-    band; the policies are unchanged). ``store``: "pair" (fp16-pair stores, the default) or "quad"
+    band; the policies are unchanged). ``banded2``: the second GeMM walks banded_order too, with the
+    first GeMM's band height (or its own band_rows'), so that its first items read the rows the
+    producer completes first (not with grouped2). ``store``: "pair" (fp16-pair stores, the default) or "quad"
     (16-byte stores, for A/B)."""
 
     def __init__(self, model: str, M: int, ordering: str, policy: "str | None", config: str, X: int, W1: int,
                  W2: int, Y: int, Z: int, timeout_ns: int = 0, splits="none", grouped2: bool = False,
-                 banded1: bool = False, store: str = "pair"):
+                 banded1: bool = False, store: str = "pair", banded2: bool = False):
         import torch
 
         if model not in MODELS:
@@ -713,13 +715,21 @@ class MlpRunner:
         if store not in STORES:
             raise Sm90Error(f"unknown store mode {store!r} (have {', '.join(STORES)})")
         self.store = store
+        if grouped2 and banded2:
+            raise Sm90Error("the second GeMM walks one order: grouped2 or banded2, not both")
         self.grouped2 = grouped2
         self.banded1 = banded1
+        self.banded2 = banded2
         if banded1:
             X1, Y1 = d1.extent[0], d1.extent[1]
             cm = cluster_m(config)
             d1 = banded_order(X1, Y1, band_rows(X1, Y1, cm * bm * K1 * 2.0, bn * K1 * 2.0, 132 // cm))
             self.band1 = d1.group_stride
+        if banded2:
+            X2, Y2 = d2.extent[0], d2.extent[1]
+            cm = cluster_m(config)
+            R = self.band1 if banded1 else band_rows(X2, Y2, cm * bm * K2 * 2.0, bn * K2 * 2.0, 132 // cm)
+            d2 = banded_order(X2, Y2, min(R, Y2))
         if grouped2:
             X2, Y2 = d2.extent[0], d2.extent[1]
             cm = cluster_m(config)
@@ -760,6 +770,8 @@ class MlpRunner:
             head += " B1"
         if self.grouped2:
             head += " G2"
+        if self.banded2:
+            head += " B2"
         if self.store != "pair":
             head += f" {self.store}-store"
         if self.ordering == "stream":

@@ -32,7 +32,7 @@ def tiles_from_dict(d: dict):
     config and the second GeMM's order)."""
     if "config" in d:
         from cusyncgen.workloads.mlp_sm90 import Sm90Tiles
-        return Sm90Tiles(d["config"], d.get("grouped2", False), d.get("banded1", False))
+        return Sm90Tiles(d["config"], d.get("grouped2", False), d.get("banded1", False), d.get("banded2", False))
     return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
 
 

@@ -143,43 +143,51 @@ def configs_for(splits=("none",)) -> list[Sm90Config]:
 
 @dataclass(frozen=True)
 class Sm90Tiles:
-    """The tile config of an instance, whether the second GeMM walks the grouped order
-    (sm90.grouped_order: "G2") and whether the first walks the banded order (sm90.banded_order:
-    "B1"), with the `label` rows carry (as the sm80 MlpTiles)."""
+    """The tile config of an instance and its tile orders: the first GeMM in the banded order
+    (sm90.banded_order: "B1"), the second in the grouped order ("G2") or in the banded order with the
+    first's band height ("B2"), with the `label` rows carry (as the sm80 MlpTiles)."""
 
     config: str
     grouped2: bool = False
     banded1: bool = False
+    banded2: bool = False
 
     @property
     def label(self) -> str:
-        return self.config + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "")
+        return (self.config + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "")
+                + (" B2" if self.banded2 else ""))
 
     def as_dict(self, splits=("1", "1")) -> dict:
         """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BN)."""
         bm, bn, _ = _dims(self.config)
-        return {"config": self.config, "grouped2": self.grouped2, "banded1": self.banded1,
+        return {"config": self.config, "grouped2": self.grouped2, "banded1": self.banded1, "banded2": self.banded2,
                 "splits": [str(v) for v in splits], "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
 
 
 # The L2-friendly orders (docs/sm90.md, "The grouped order" and "The banded order"), in every
 # ordering, stream orders included, from the M where a wave of tiles spans several row blocks: from
-# GROUPED2_MIN_M the second GeMM (nothing waits on it) walks the grouped order, from BANDED1_MIN_M
-# the first (the producer) the banded order, which still completes row blocks early, band by band.
-# Measured on the H100 (sm90-mlp-probe log): the best configuration at every M >= 256 used them.
+# GROUPED2_MIN_M the second GeMM walks the grouped order, from BANDED1_MIN_M the first (the
+# producer) the banded order, which still completes row blocks early, band by band, and the second
+# either grouped (its first wave spans every row: it waits for the producer's last band) or banded
+# with the same bands (its first items read the band the producer completes first). Measured on the
+# H100 (sm90-mlp-probe log): the best configuration at every M >= 256 used them.
 GROUPED2_MIN_M = 256
 BANDED1_MIN_M = 512
 
 
-def orders_for(M: int) -> tuple[bool, bool]:
-    """(grouped2, banded1) of an MLP at this M."""
-    return M >= GROUPED2_MIN_M, M >= BANDED1_MIN_M
+def orders_for(M: int) -> list[tuple[bool, bool, bool]]:
+    """The (grouped2, banded1, banded2) orders an MLP is measured in at this M, the default first."""
+    if M < GROUPED2_MIN_M:
+        return [(False, False, False)]
+    if M < BANDED1_MIN_M:
+        return [(True, False, False)]
+    return [(True, True, False), (False, True, True)]
 
 
 def candidates(model: str, M: int, configs=CONFIGS) -> list[Sm90Tiles]:
-    """What `cusyncgen tune` measures at one (model, M): every tile config (tile_candidates), each
-    in the orders of orders_for(M)."""
-    return [Sm90Tiles(t, *orders_for(M)) for t in tile_candidates(model, M, configs)]
+    """What `cusyncgen bench` and `tune` measure at one (model, M): every tile config
+    (tile_candidates) in each of the orders of orders_for(M)."""
+    return [Sm90Tiles(t, *o) for t in tile_candidates(model, M, configs) for o in orders_for(M)]
 
 
 @dataclass
@@ -199,8 +207,9 @@ class MLPSm90:
     model_name: str
     M: int
     tile: str | None = None
-    grouped2: bool | None = None   # the second GeMM (nothing waits on it) walks sm90.grouped_order (None: orders_for)
-    banded1: bool | None = None    # the first GeMM walks sm90.banded_order (None: orders_for)
+    grouped2: bool | None = None   # the second GeMM walks sm90.grouped_order (None: orders_for's default)
+    banded1: bool | None = None    # the first GeMM walks sm90.banded_order (None: orders_for's default)
+    banded2: bool | None = None    # the second GeMM walks the first's bands (None: orders_for's default)
     timeout_ns: int = TIMEOUT_NS
     _runners: dict = field(default_factory=dict, repr=False)
 
@@ -225,10 +234,11 @@ class MLPSm90:
             raise CusyncError(f"{self.model_name}: tile config {self.tile!r} does not fit its GeMMs (those that do: "
                               f"{', '.join(c for c in CONFIGS if fits(self.model_name, c))})", None)
         self.model = sm80.MODELS[self.model_name]   # shapes, reference and vendor rows: the sm80 model's
-        g2, b1 = orders_for(self.M)
+        g2, b1, b2 = orders_for(self.M)[0]
         self.grouped2 = g2 if self.grouped2 is None else self.grouped2
         self.banded1 = b1 if self.banded1 is None else self.banded1
-        self.tiles = Sm90Tiles(self.tile, self.grouped2, self.banded1)
+        self.banded2 = b2 if self.banded2 is None else self.banded2
+        self.tiles = Sm90Tiles(self.tile, self.grouped2, self.banded1, self.banded2)
         from cusyncgen.cuda import sm90
         lib = sm90.library()
         if self.tile not in lib.configs:
@@ -262,7 +272,7 @@ class MLPSm90:
             r = sm90.MlpRunner(self.model_name, self.M, RUNNER_ORDERING[cfg.ordering], cfg.policy, self.tile,
                                x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr,
                                timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2,
-                               banded1=self.banded1)
+                               banded1=self.banded1, banded2=self.banded2)
             cupy.cuda.runtime.deviceSynchronize()   # its semaphores are zeroed on another stream
             self._runners[key] = r
         return r
@@ -310,10 +320,10 @@ def _with_splits(rows: list[dict], mlp: MLPSm90) -> list[dict]:
 
 
 def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: str | None = None,
-                  grouped2: bool | None = None, banded1: bool | None = None):
+                  grouped2: bool | None = None, banded1: bool | None = None, banded2: bool | None = None):
     """Every configuration of one (model, M, tile config, orders; None: orders_for(M)): rows (each
     checked against the float32 reference on poisoned outputs, as the sm80 MLP's), and the MLP."""
-    mlp = MLPSm90(model, M, tile, grouped2, banded1)
+    mlp = MLPSm90(model, M, tile, grouped2, banded1, banded2)
     with stream:
         rows, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
     stream.synchronize()
@@ -386,9 +396,10 @@ def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]
 
 
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
-    """Every model and M: on every tile config the model can use, StreamSync, PDL alone, each
-    policy +PDL and +Chain (with split-K where it applies); cuBLAS (eager, graph) and the floor;
-    each GeMM alone (best tile) against cuBLAS. Every row has "kernel": "sm90"."""
+    """Every model and M: on every tile config the model can use, in each order of orders_for(M),
+    StreamSync, PDL alone, each policy +PDL and +Chain (with split-K where it applies); cuBLAS
+    (eager, graph) and the floor; each GeMM alone (best tile) against cuBLAS. Every row has
+    "kernel": "sm90"."""
     from cusyncgen.cuda import baselines, driver, sm90
     from cusyncgen.cuda.lazy import cupy
 
@@ -406,8 +417,10 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
         t0 = time.time()
         tiles = tile_candidates(model, M, lib_configs)
         point, keep = [], None
-        for j, tile in enumerate(tiles):
-            pr, mlp, sets, outs, ref = measure_point(model, M, iters, stream, seed=1000 * i, tile=tile)
+        for cand in candidates(model, M, lib_configs):
+            pr, mlp, sets, outs, ref = measure_point(model, M, iters, stream, seed=1000 * i, tile=cand.config,
+                                                     grouped2=cand.grouped2, banded1=cand.banded1,
+                                                     banded2=cand.banded2)
             point += pr
             if keep is None:
                 keep = (mlp, sets, ref)
@@ -505,7 +518,8 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                         raise KeyError(f"{model} M={M} tiles {tiles.label} are not in the cache for {dev} (library "
                                        f"{runtime})")
                     point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tiles.config,
-                                                   grouped2=tiles.grouped2, banded1=tiles.banded1)
+                                                   grouped2=tiles.grouped2, banded1=tiles.banded1,
+                                                   banded2=tiles.banded2)
                     entries[key] = {"rows": point, "tiles": tiles.label}
                     cache_path.write_text(json.dumps(cache, indent=1) + "\n")
                     del mlp
