@@ -63,3 +63,13 @@ def test_a_one_size_bench_has_every_row_the_report_reads():
     assert [(g["gemm"], g["kernel"]) for g in res["gemm"]] == [(1, "sm90"), (2, "sm90")]
     assert all(g["ours_us"] > 0 and g["cublas_us"] > 0 for g in res["gemm"])
     assert "## llama-ep" in markdown(res)
+
+
+def test_the_sm90_overhead_benchmark_is_correct_in_every_configuration():
+    from cusyncgen.workloads import overhead_sm90
+    res = overhead_sm90.measure(iters=3)
+    assert res["kernel"] == "sm90" and res["workload"] == "overhead"
+    assert [r["config"] for r in res["rows"]] == [c.name for c in W.configs_for()]
+    wrong = [(r["config"], r["rel_err"]) for r in res["rows"] if not r["correct"]]
+    assert not wrong, wrong
+    assert res["rows"][0]["config"] == "StreamSync" and res["rows"][0]["overhead_vs_streamsync"] == 0.0

@@ -227,3 +227,20 @@ def test_bench_of_llama_on_an_sm90_device_says_what_to_do(fake_gpu, monkeypatch,
     err = capsys.readouterr().err
     assert "llama" in err and "use llama-ep" in err and "--kernel sm80" in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_overhead_benchmark_has_an_sm90_family_on_one_producer_wave():
+    from cusyncgen.workloads import OverheadSm90, default_kernel
+    from cusyncgen.workloads import overhead_sm90 as O
+    assert FAMILIES["overhead"]["sm90"] is OverheadSm90 and OverheadSm90.sources() == []
+    assert default_kernel("overhead", "sm_90a") == "sm90" and default_kernel("overhead", "sm_80") == "sm80"
+    m = sm90.model_of(O.MODEL)
+    bm, bn, _ = sm90.tile_dims(O.TILE)
+    M = bm * 66
+    (N1, K1), (N2, K2) = sm90.mlp_sizes(m)
+    assert (M // bm) * (N1 // bn) == 132 and K1 // 64 == 8 and K2 // 64 == 4   # one producer wave, light tiles
+    pols, o1, o2 = sm90.compiled_mlp(O.MODEL, M, O.TILE)
+    assert o1.num_tiles == 132 and o2.num_tiles == 264 and {"TileSync", "RowSync"} <= set(pols)
+    assert O.MODEL not in sm90.MODELS   # not an MLP workload model: no descriptors beside the library
+    with pytest.raises(sm90.Sm90Error, match="unknown model 'bert'"):
+        sm90.model_of("bert")

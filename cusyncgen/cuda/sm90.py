@@ -541,6 +541,19 @@ MODELS = {
     "gpt3": Model("gpt3", "mlp_gpt3.dep", 12288, 6144, 6144, EPI_GELU_TANH),
     "llama-ep": Model("llama-ep", "mlp_llama_ep.dep", 8192, 2752, 2 * 2752, EPI_SWIGLU_PAIR),
 }
+# Chains no MLP workload lists: "wave", GPT-3's .dep program with H = 512, for the overhead
+# benchmark (cusyncgen.workloads.overhead_sm90: at M = 128 x SMs / 2 its producer is one wave of
+# 128x128 tiles of 8 k-tiles, two per row). Compiled on use (no descriptors beside the library:
+# needs lark).
+EXTRA_MODELS = {"wave": Model("wave", "mlp_gpt3.dep", 512, 256, 256, EPI_GELU_TANH)}
+
+
+def model_of(name: str) -> Model:
+    """The Model named `name` (MODELS or EXTRA_MODELS)."""
+    m = MODELS.get(name) or EXTRA_MODELS.get(name)
+    if m is None:
+        raise Sm90Error(f"unknown model {name!r} (have {', '.join(list(MODELS) + list(EXTRA_MODELS))})")
+    return m
 
 
 def dep_params(model: Model, M: int, config: str) -> dict:
@@ -567,7 +580,7 @@ DESCRIPTORS = "descriptors.json"
 def _compile_mlp(model_name: str, M: int, config: str):
     import cusyncgen
 
-    model = MODELS[model_name]
+    model = model_of(model_name)
     prog = cusyncgen.compile(examples_dir() / model.dep, params=dep_params(model, M, config))
     pols = {p.name: p for p in prog.policies}
     return pols, prog.program.order("g1"), prog.program.order("g2")
@@ -619,8 +632,7 @@ def compiled_mlp(model_name: str, M: int, config: str):
     """The compiled .dep program of the MLP at this size and tile: (policies by name, g1 order,
     g2 order). Without the parser (a GPU machine lacking lark), the descriptors that `build` wrote
     from the same compilation."""
-    if model_name not in MODELS:
-        raise Sm90Error(f"unknown model {model_name!r} (have {', '.join(MODELS)})")
+    model_of(model_name)
     try:
         import lark  # noqa: F401
     except ImportError:
@@ -637,7 +649,7 @@ def mlp_splits(model_name: str, M: int, config: str, splits="none") -> tuple:
     pair of Splits / ints."""
     if splits == "none" or splits is None:
         return (NO_SPLIT, NO_SPLIT)
-    m = MODELS[model_name]
+    m = model_of(model_name)
     bm, bn, bk = tile_dims(config)
     if splits == "auto":
         cm = cluster_m(config)
@@ -655,7 +667,7 @@ def mlp_case(model_name: str, M: int, seed: int = 0):
     import torch
     import torch.nn.functional as Fn
 
-    m = MODELS[model_name]
+    m = model_of(model_name)
     g = torch.Generator(device="cuda").manual_seed(seed)
     X = torch.randn(M, m.H, device="cuda", generator=g).half()
     W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
@@ -696,14 +708,13 @@ class MlpRunner:
                  banded1: bool = False, store: str = "pair", banded2: bool = False):
         import torch
 
-        if model not in MODELS:
-            raise Sm90Error(f"unknown model {model!r} (have {', '.join(MODELS)})")
+        model_of(model)
         if ordering not in ORDERINGS:
             raise Sm90Error(f"unknown ordering {ordering!r} (have {', '.join(ORDERINGS)})")
         syncs = ordering in ("pdl+policy", "chain")
         if syncs and policy not in POLICIES:
             raise Sm90Error(f"ordering {ordering} needs a policy ({', '.join(POLICIES)})")
-        self.model, self.M, self.ordering, self.config = MODELS[model], M, ordering, config
+        self.model, self.M, self.ordering, self.config = model_of(model), M, ordering, config
         self.policy = policy if syncs else None
         m = self.model
         (N1, K1), (N2, K2) = mlp_sizes(m)

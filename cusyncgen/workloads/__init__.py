@@ -17,6 +17,7 @@ from cusyncgen.workloads.conv2d import ConvChain
 from cusyncgen.workloads.mlp import MLP
 from cusyncgen.workloads.mlp_sm90 import MLPSm90
 from cusyncgen.workloads.overhead import CopyChain
+from cusyncgen.workloads.overhead_sm90 import OverheadSm90
 
 # name -> kernel family -> class. A second kernel family of a workload (Hopper's "sm90": the MLP)
 # is a class with the same name and its own `kernel`, sources and orderings, registered here.
@@ -28,7 +29,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (MLP, ConvChain, Attention, CopyChain, MLPSm90):
+for _cls in (MLP, ConvChain, Attention, CopyChain, MLPSm90, OverheadSm90):
     register(_cls)
 
 DEFAULT_KERNEL = "sm80"
