@@ -166,8 +166,9 @@ def gemm_order(config, M, N, K, order):
 
 def gemm_variants(configs, stock_configs, M, N, K, stores=("quad", "pair")):
     """(label, kind, config, order, splits / cluster, store) of the GeMM-alone rows: every sm90
-    config in the row-major order and the grouped order, split-K 2, 4 and auto_splits' choice where
-    the tiles do not fill the SMs, each with the quad-transposed 16-byte stores (the default) and,
+    config in the row-major order and the grouped order, with auto_splits' choice (a split-K tail
+    where whole waves fill the SMs) and, where the tiles do not fill them, split-K 2 and 4; each with
+    the quad-transposed 16-byte stores (unlabeled here) and,
     without split-K, also with the fp16-pair stores (label "pair-store", the A/B of the epilogue);
     and the stock CUTLASS references (cluster 1x1 and 2x1)."""
     out = []
