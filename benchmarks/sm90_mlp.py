@@ -87,13 +87,6 @@ class Buffers:
         return torch.matmul(Y, self.W2.t())
 
 
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    o = out.float()
-    if not torch.isfinite(o).all():
-        return float("inf")
-    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
-
-
 def graph_time(fn, per_graph: int = 10, replays: int = 7) -> float:
     """Median µs of one fn() call: per_graph calls captured in a CUDA graph, replayed."""
     s = torch.cuda.Stream()
@@ -259,6 +252,19 @@ def main(argv=None) -> int:
                                                   timeout_ns=timeout_ns, splits=sp, grouped2=g2, banded1=b1)
                 return runners[key]
 
+            def failed(label, M, v, check, e, shown=None) -> bool:
+                """Record a variant that raised; True when the device state is lost (stop the run)."""
+                c, o, p = v[:3]
+                failures.append(label)
+                broken.add((M, v))
+                log(f"{shown or label}: ERROR {e}")
+                rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
+                             "check": check, "ok": False, "error": str(e)})
+                fatal = "illegal" in str(e) or "launch failure" in str(e)
+                if fatal:
+                    log(traceback.format_exc())
+                return fatal
+
             # ---- (a) correctness
             for M in Ms:
                 buf.Xs[:M].copy_(buf.X[:M])
@@ -273,7 +279,7 @@ def main(argv=None) -> int:
                         r.launch(stream_handle())
                         torch.cuda.synchronize()
                         r.check_debug()
-                        ey, ez = rel_err(buf.Y[:M], Yref), rel_err(buf.Z[:M], Zref)
+                        ey, ez = sm90.rel_err(buf.Y[:M], Yref), sm90.rel_err(buf.Z[:M], Zref)
                         ok = ey < 1e-2 and ez < 1e-2
                         rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "once",
                                      "rel_err_y": ey, "rel_err": ez, "ok": ok})
@@ -282,13 +288,7 @@ def main(argv=None) -> int:
                             failures.append(label)
                             broken.add((M, v))
                     except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
-                        failures.append(label)
-                        broken.add((M, v))
-                        log(f"check {label}: ERROR {e}")
-                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
-                                     "check": "once", "ok": False, "error": str(e)})
-                        if "illegal" in str(e) or "launch failure" in str(e):
-                            log(traceback.format_exc())
+                        if failed(label, M, v, "once", e, f"check {label}"):
                             return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
 
             # ---- stress: alternating inputs checked every time, back-to-back launches, graph replays
@@ -327,7 +327,7 @@ def main(argv=None) -> int:
                             r.launch(stream_handle())
                         torch.cuda.synchronize()
                         r.check_debug()
-                        e_b2b = rel_err(buf.Z[:M], Za)
+                        e_b2b = sm90.rel_err(buf.Z[:M], Za)
                         g = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(g):
                             step(buf.X[:M], Za)
@@ -338,7 +338,7 @@ def main(argv=None) -> int:
                         torch.cuda.synchronize()
                         r.check_debug()
                         n_graph = int(bad.item())
-                        e_graph = rel_err(buf.Z[:M], Zb)
+                        e_graph = sm90.rel_err(buf.Z[:M], Zb)
                         del g
                         ok = n_alt == 0 and n_graph == 0 and e_b2b < 1e-2 and e_graph < 1e-2
                         rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "stress",
@@ -352,12 +352,7 @@ def main(argv=None) -> int:
                             failures.append(label)
                             broken.add((M, v))
                     except Exception as e:  # noqa: BLE001
-                        failures.append(label)
-                        broken.add((M, v))
-                        log(f"{label}: ERROR {e}")
-                        rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": f"{c} {o} {p}",
-                                     "check": "stress", "ok": False, "error": str(e)})
-                        if "illegal" in str(e) or "launch failure" in str(e):
+                        if failed(label, M, v, "stress", e):
                             return finish(a, out_dir, name, rows, gemm_rows, failures, t_start)
 
             if a.no_timing:
@@ -392,7 +387,7 @@ def main(argv=None) -> int:
                             Gv.fill_(float("nan"))
                             fn()
                             torch.cuda.synchronize()
-                            e = rel_err(Gv, ref)
+                            e = sm90.rel_err(Gv, ref)
                             t = graph_time(fn)
                             ok = e < 1e-2
                             if not ok:

@@ -20,7 +20,6 @@ wait that times out (2 s) is reported through MlpRunner.check_debug, never a han
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import traceback
 from pathlib import Path
@@ -50,13 +49,6 @@ def variant_list(model: str):
             ("llama-ep", c, "chain", "RowSync", "none", False, False, "quad"),  # the SwiGLU pair epilogue
             ("llama-ep", c, "stream", None, "none", False, False, "pair")]
     return out
-
-
-def rel_err(out, ref) -> float:
-    o = out.float()
-    if not torch.isfinite(o).all():
-        return math.inf
-    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
 def main(argv=None) -> int:
@@ -101,7 +93,7 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
             r.check_debug()
             if checked:
-                e = rel_err(Z, Zref)
+                e = sm90.rel_err(Z, Zref)
                 ok = e < 1e-2
                 bad += not ok
                 print(f"variant {name}: {'ok' if ok else 'WRONG'} (rel err {e:.2e})", flush=True)

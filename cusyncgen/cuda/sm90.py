@@ -681,6 +681,14 @@ def mlp_case(model_name: str, M: int, seed: int = 0):
     return X, W1, W2, Y, Y.float() @ W2.float().t()
 
 
+def rel_err(out, ref) -> float:
+    """Relative Frobenius error of a torch tensor against a float32 reference; inf on a NaN/inf."""
+    o = out.float()
+    if not bool(o.isfinite().all()):
+        return float("inf")
+    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
 def has_split(splits) -> bool:
     """Does a pair of Splits (mlp_splits) split either GeMM?"""
     return any(as_split(s).S > 1 for s in splits)
