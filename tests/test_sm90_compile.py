@@ -251,6 +251,11 @@ int main() {
         for (int y = 0; y < p.extent[1]; ++y)
           for (int x = 0; x < p.extent[0]; ++x)
             printf("%d %u\n", cusync_sm90::policy_sem(p, x, y, z), cusync_sm90::policy_value(p, x, y, z));
+    } else if (n == 2) {  // producer_rows: y, bm, in_bm, producer_Y
+      int y, bm, in_bm, Y, py0, rows;
+      scanf("%d %d %d %d", &y, &bm, &in_bm, &Y);
+      cusync_sm90::producer_rows(y, bm, in_bm, Y, py0, rows);
+      printf("%d %d\n", py0, rows);
     } else {  // order
       CusyncSm90Order o;
       scanf("%d %d %d %d %d %d %d", &o.group_dim, &o.group_stride, &o.group_count, &o.groups_outer, &o.extent[0],
@@ -291,8 +296,33 @@ def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
         d = sm90.banded_order(X, Y, R)
         inp.append(f"1 {d.group_dim} {d.group_stride} {d.group_count} {d.groups_outer} {X} {Y} 1")
         want += ["%d %d %d" % t for t in _banded_reference(X, Y, R)]
+    for M, bm, in_bm in _row_tile_cases():
+        for y in range(-(-M // bm)):
+            inp.append(f"2 {y} {bm} {in_bm} {-(-M // in_bm)}")
+            rows = _rows_read(M, y, bm, in_bm)
+            want.append(f"{rows[0]} {len(rows)}")
     out = subprocess.run([str(exe)], input="\n".join(inp) + "\n", capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:-1] == want
+
+
+def _row_tile_cases():
+    """(M, consumer BM, producer BM): every pair of the library's row tiles, M a multiple of
+    neither, of both, and smaller than one tile."""
+    return [(M, bm, in_bm) for M in (1, 200, 512, 1000) for bm in (64, 128, 256) for in_bm in (64, 128, 256)]
+
+
+def _rows_read(M: int, y: int, bm: int, in_bm: int) -> list:
+    """The producer row blocks holding a row of [y bm, (y + 1) bm) below M: the rows a consumer tile
+    reads, by definition (every row, not a formula)."""
+    return sorted({r // in_bm for r in range(y * bm, min((y + 1) * bm, M))})
+
+
+def test_producer_rows_cover_exactly_the_rows_a_consumer_tile_reads():
+    for M, bm, in_bm in _row_tile_cases():
+        for y in range(-(-M // bm)):
+            py0, n = sm90.producer_rows(y, bm, in_bm, -(-M // in_bm))
+            assert list(range(py0, py0 + n)) == _rows_read(M, y, bm, in_bm), (M, y, bm, in_bm)
+            assert 32 % n == 0   # the sync warp polls whole producer columns of n rows
 
 
 @pytest.mark.nvcc

@@ -53,7 +53,7 @@ def test_dispatch_header_compiles_and_selects_like_python(tmp_path):
     (tmp_path / "main.cpp").write_text(
         '#include "d.h"\n#include <cstdio>\n#include <initializer_list>\n'
         'int main() { for (int m : {1, 2, 256, 300, 5000}) { auto& c = cusync_dispatch::select_mlp_gpt3(m);'
-        ' std::printf("%d %s %d\\n", m, c.config, c.bm); } }\n')
+        ' std::printf("%d %s %d\\n", m, c.config, c.bm1); } }\n')
     subprocess.run(["g++", "-std=c++17", "-o", str(tmp_path / "a"), str(tmp_path / "main.cpp")], check=True)
     out = subprocess.run([str(tmp_path / "a")], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[:5] == ["1 TileSync+PDL+R 64", "2 RowSync+PDL 128", "256 RowSync+PDL 128",

@@ -182,14 +182,14 @@ class Gemm(ctypes.Structure):
                 ("epilogue", ctypes.c_int32), ("order", Order),
                 ("in_policy", Policy), ("in_sems", ctypes.c_void_p), ("in_tile_n", ctypes.c_int32),
                 ("out_policy", Policy), ("out_sems", ctypes.c_void_p), ("splits", ctypes.c_int32),
-                ("split_from", ctypes.c_int32), ("store", ctypes.c_int32)]
+                ("split_from", ctypes.c_int32), ("store", ctypes.c_int32), ("in_tile_m", ctypes.c_int32)]
 
 
 class Debug(ctypes.Structure):
     _fields_ = [("failed", ctypes.c_int32), ("claimed", ctypes.c_int32), ("block", ctypes.c_int32),
                 ("gemm", ctypes.c_int32), ("tile_x", ctypes.c_int32), ("tile_y", ctypes.c_int32),
                 ("producer_x", ctypes.c_int32), ("sem", ctypes.c_int32), ("seen", ctypes.c_uint32),
-                ("target", ctypes.c_uint32)]
+                ("target", ctypes.c_uint32), ("producer_y", ctypes.c_int32)]
 
 
 def policy_desc(p) -> Policy:
@@ -244,6 +244,13 @@ def desc_value(d: Policy, t) -> int:
     for i in range(3):
         v *= _dim(d.kind[i], d.param[i], t[i], d.extent[i])[2]
     return v
+
+
+def producer_rows(y: int, bm: int, in_bm: int, producer_Y: int) -> tuple:
+    """(py0, rows): the producer row blocks [py0, py0 + rows) that a consumer tile's rows
+    [y bm, (y + 1) bm) read when the producer's row tile is in_bm (policy_desc.h's producer_rows)."""
+    py0 = y * bm // in_bm
+    return py0, min(-(-(y + 1) * bm // in_bm), producer_Y) - py0
 
 
 def desc_tile(o: Order, linear: int):
@@ -644,17 +651,18 @@ def compiled_mlp(model_name: str, M: int, config: str):
     return _compile_mlp(model_name, M, config)
 
 
-def mlp_splits(model_name: str, M: int, config: str, splits="none") -> tuple:
-    """Split-K of an MLP's two GeMMs, a pair of Splits: "none", "auto" (auto_splits of each), or a
-    pair of Splits / ints."""
+def mlp_splits(model_name: str, M: int, config: str, splits="none", config2: "str | None" = None) -> tuple:
+    """Split-K of an MLP's two GeMMs, a pair of Splits: "none", "auto" (auto_splits of each, on its
+    own tile config: config, and config2 for the second where given), or a pair of Splits / ints."""
     if splits == "none" or splits is None:
         return (NO_SPLIT, NO_SPLIT)
     m = model_of(model_name)
-    bm, bn, bk = tile_dims(config)
     if splits == "auto":
-        cm = cluster_m(config)
-        return tuple(auto_splits(cm * (N // bn) * order_grid(config, M, N)[1], K // bk, sms=132 // cm * cm)
-                     for N, K in mlp_sizes(m))
+        out = []
+        for (N, K), c in zip(mlp_sizes(m), (config, config2 or config)):
+            cm, (_, bn, bk) = cluster_m(c), tile_dims(c)
+            out.append(auto_splits(cm * (N // bn) * order_grid(c, M, N)[1], K // bk, sms=132 // cm * cm))
+        return tuple(out)
     s1, s2 = (as_split(v) for v in splits)
     return (s1, s2)
 
@@ -665,20 +673,28 @@ def mlp_case(model_name: str, M: int, seed: int = 0):
     stay O(1)), the intermediate Y as fp16 from a float32 product (GeLU tanh, or llama-ep's SwiGLU pair
     of [W1|V] interleaved by 64), and Z = Y W2^T in float32."""
     import torch
-    import torch.nn.functional as Fn
 
     m = model_of(model_name)
     g = torch.Generator(device="cuda").manual_seed(seed)
     X = torch.randn(M, m.H, device="cuda", generator=g).half()
     W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
     W2 = (torch.randn(m.H, m.F, device="cuda", generator=g) / m.F ** 0.5).half()
+    return (X, W1, W2) + mlp_reference(model_name, X, W1, W2)
+
+
+def mlp_reference(model_name: str, X, W1, W2) -> tuple:
+    """(Y, Z) of one MLP on torch tensors: Y fp16 from a float32 product and the model's activation,
+    Z = Y W2^T in float32 (mlp_case's reference, for other inputs)."""
+    import torch.nn.functional as Fn
+
+    m = model_of(model_name)
     A = X.float() @ W1.float().t()
     if m.epilogue1 == EPI_SWIGLU_PAIR:
-        a4 = A.view(M, m.N1 // (2 * LLAMA_EP_BLOCK), 2, LLAMA_EP_BLOCK)
-        Y = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(M, m.F).half()
+        a4 = A.view(X.shape[0], m.N1 // (2 * LLAMA_EP_BLOCK), 2, LLAMA_EP_BLOCK)
+        Y = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(X.shape[0], m.F).half()
     else:
         Y = Fn.gelu(A, approximate="tanh").half()
-    return X, W1, W2, Y, Y.float() @ W2.float().t()
+    return Y, Y.float() @ W2.float().t()
 
 
 def rel_err(out, ref) -> float:
@@ -702,9 +718,13 @@ def mlp_sizes(model: Model):
 class MlpRunner:
     """One MLP (model, M, config, ordering, policy) over given device buffers: X [M, H], W1 [N1, H],
     W2 [H, F], Y [M, F] (the intermediate), Z [M, H]; fp16, row-major. Allocates its semaphores,
-    ticket and debug record (torch, zeroed once, never reset). ``splits``: split-K counts of the two
+    ticket and debug record (torch, zeroed once, never reset). ``config2``: the second GeMM's tile
+    config where it differs from the first's (two launches: not the chain, whose one kernel has one
+    tile; the policies stay the producer's, compiled for its tile, and each consumer tile waits on
+    the producer row blocks its rows overlap). ``splits``: split-K counts of the two
     GeMMs ((1, 1): none; "auto": auto_splits per GeMM). ``grouped2``: the second GeMM (nothing waits
-    on it) walks grouped_order instead of the compiler's order. ``banded1``: the first GeMM walks
+    on it) walks grouped_order instead of the compiler's order. ``grouped1``: the first GeMM walks
+    grouped_order (its rows complete only at its end: for a producer of about one wave). ``banded1``: the first GeMM walks
     banded_order (band_rows' height) instead of the compiler's order (row blocks complete band by
     band; the policies are unchanged). ``banded2``: the second GeMM walks banded_order too, with the
     first GeMM's band height (or its own band_rows'), so that its first items read the rows the
@@ -713,7 +733,8 @@ class MlpRunner:
 
     def __init__(self, model: str, M: int, ordering: str, policy: "str | None", config: str, X: int, W1: int,
                  W2: int, Y: int, Z: int, timeout_ns: int = 0, splits="none", grouped2: bool = False,
-                 banded1: bool = False, store: str = "pair", banded2: bool = False):
+                 banded1: bool = False, store: str = "pair", banded2: bool = False, config2: "str | None" = None,
+                 grouped1: bool = False):
         import torch
 
         model_of(model)
@@ -722,39 +743,61 @@ class MlpRunner:
         syncs = ordering in ("pdl+policy", "chain")
         if syncs and policy not in POLICIES:
             raise Sm90Error(f"ordering {ordering} needs a policy ({', '.join(POLICIES)})")
-        self.model, self.M, self.ordering, self.config = model_of(model), M, ordering, config
+        config2 = None if config2 == config else config2
+        if config2 is not None:
+            if ordering == "chain":
+                raise Sm90Error(f"the chain is one kernel with one tile config: {config} and {config2} need two "
+                                "launches (StreamSync, PDL or <Policy>+PDL)")
+            if config2 not in CONFIGS:
+                raise Sm90Error(f"unknown tile config {config2!r} (have {', '.join(CONFIGS)})")
+            if cluster_m(config) != 1 or cluster_m(config2) != 1:
+                raise Sm90Error("per-GeMM tile configs need cluster-free tiles")
+        self.model, self.M, self.ordering, self.config, self.config2 = model_of(model), M, ordering, config, config2
         self.policy = policy if syncs else None
         m = self.model
         (N1, K1), (N2, K2) = mlp_sizes(m)
         pols, o1, o2 = compiled_mlp(model, M, config)
-        self.splits = mlp_splits(model, M, config, splits)
+        c2 = config2 or config
+        self.splits = mlp_splits(model, M, config, splits, config2)
         bm, bn, bk = tile_dims(config)
+        bm2, bn2, _ = tile_dims(c2)
+        if N2 % bn2:
+            raise Sm90Error(f"{model}'s second GeMM (N = {N2}) is no multiple of {c2}'s tile width")
         d1 = cluster_order(order_desc(o1), config)
-        d2 = cluster_order(order_desc(o2), config)
+        # the compiler's consumer order is for the producer's tile; with a tile of its own, row-major
+        d2 = cluster_order(order_desc(o2), config) if config2 is None else row_major_order(*order_grid(c2, M, N2))
         if store not in STORES:
             raise Sm90Error(f"unknown store mode {store!r} (have {', '.join(STORES)})")
         self.store = store
         if grouped2 and banded2:
             raise Sm90Error("the second GeMM walks one order: grouped2 or banded2, not both")
+        if grouped1 and banded1:
+            raise Sm90Error("the first GeMM walks one order: grouped1 or banded1, not both")
+        if grouped1 and banded2:
+            raise Sm90Error("banded2 walks the first GeMM's bands: not with grouped1")
+        self.grouped1 = grouped1
         self.grouped2 = grouped2
         self.banded1 = banded1
         self.banded2 = banded2
+        cm = cluster_m(config)
+        if grouped1:
+            X1, Y1 = d1.extent[0], d1.extent[1]
+            d1 = grouped_order(X1, Y1, grouped_columns(X1, Y1, cm * bm * K1 * 2.0, bn * K1 * 2.0, 132 // cm))
         if banded1:
             X1, Y1 = d1.extent[0], d1.extent[1]
-            cm = cluster_m(config)
             d1 = banded_order(X1, Y1, band_rows(X1, Y1, cm * bm * K1 * 2.0, bn * K1 * 2.0, 132 // cm))
             self.band1 = d1.group_stride
         if banded2:
             X2, Y2 = d2.extent[0], d2.extent[1]
-            cm = cluster_m(config)
-            R = self.band1 if banded1 else band_rows(X2, Y2, cm * bm * K2 * 2.0, bn * K2 * 2.0, 132 // cm)
+            # the first GeMM's band height in the second's row blocks (at least one)
+            R = (max(1, self.band1 * bm // bm2) if banded1
+                 else band_rows(X2, Y2, cm * bm2 * K2 * 2.0, bn2 * K2 * 2.0, 132 // cm))
             d2 = banded_order(X2, Y2, min(R, Y2))
         if grouped2:
             X2, Y2 = d2.extent[0], d2.extent[1]
-            cm = cluster_m(config)
-            d2 = grouped_order(X2, Y2, grouped_columns(X2, Y2, cm * bm * K2 * 2.0, bn * K2 * 2.0, 132 // cm))
+            d2 = grouped_order(X2, Y2, grouped_columns(X2, Y2, cm * bm2 * K2 * 2.0, bn2 * K2 * 2.0, 132 // cm))
         g1 = gemm_desc(X, W1, Y, M, N1, K1, config, m.epilogue1, d1, splits=self.splits[0], store=STORES[store])
-        g2 = gemm_desc(Y, W2, Z, M, N2, K2, config, EPI_IDENTITY, d2, splits=self.splits[1], store=STORES[store])
+        g2 = gemm_desc(Y, W2, Z, M, N2, K2, c2, EPI_IDENTITY, d2, splits=self.splits[1], store=STORES[store])
         dev = torch.device("cuda")
         self.debug = torch.zeros(16, dtype=torch.int32, device=dev)
         self.ticket = torch.zeros(2, dtype=torch.int64, device=dev)
@@ -765,26 +808,28 @@ class MlpRunner:
             pd = policy_desc(pol)
             g1.out_policy, g1.out_sems = pd, self.sems.data_ptr()
             g2.in_policy, g2.in_sems = pd, self.sems.data_ptr()
-            _, bn, _ = tile_dims(config)
             g2.in_tile_n = bn // 2 if m.epilogue1 == EPI_SWIGLU_PAIR else bn
+            g2.in_tile_m = bm
         dbg = self.debug.data_ptr()
         tk = self.ticket.data_ptr()
         if ordering == "chain":
             self.plans = [Plan(config, [g1, g2], ticket=tk, timeout_ns=timeout_ns, debug=dbg)]
         elif ordering == "stream":
-            self.plans = [Plan(config, [g1]), Plan(config, [g2])]
+            self.plans = [Plan(config, [g1]), Plan(c2, [g2])]
         elif ordering == "pdl":
             self.plans = [Plan(config, [g1], flags=PDL_TRIGGER),
-                          Plan(config, [g2], flags=PDL_LAUNCH | PDL_WAIT)]
+                          Plan(c2, [g2], flags=PDL_LAUNCH | PDL_WAIT)]
         else:  # pdl+policy
             self.plans = [Plan(config, [g1], flags=PDL_TRIGGER),
-                          Plan(config, [g2], ticket=tk, flags=PDL_LAUNCH, timeout_ns=timeout_ns, debug=dbg)]
+                          Plan(c2, [g2], ticket=tk, flags=PDL_LAUNCH, timeout_ns=timeout_ns, debug=dbg)]
 
     @property
     def name(self) -> str:
-        head = f"sm90 {self.config}"
+        head = f"sm90 {self.config}" + (f"+{self.config2}" if self.config2 else "")
         if has_split(self.splits):
             head += f" splitK{self.splits[0]}/{self.splits[1]}"
+        if self.grouped1:
+            head += " G1"
         if self.banded1:
             head += " B1"
         if self.grouped2:
@@ -810,7 +855,7 @@ class MlpRunner:
         d = self.debug.cpu().tolist()
         if d[0]:
             raise Sm90Error(f"{self.name} M={self.M}: a wait timed out: block {d[2]} gemm {d[3]} tile ({d[4]}, {d[5]}) "
-                            f"producer tile ({d[6]}, {d[5]}) sem {d[7]} seen {d[8] & 0xffffffff} target "
+                            f"producer tile ({d[6]}, {d[10]}) sem {d[7]} seen {d[8] & 0xffffffff} target "
                             f"{d[9] & 0xffffffff}")
 
 

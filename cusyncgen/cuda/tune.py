@@ -32,7 +32,8 @@ def tiles_from_dict(d: dict):
     config and the second GeMM's order)."""
     if "config" in d:
         from cusyncgen.workloads.mlp_sm90 import Sm90Tiles
-        return Sm90Tiles(d["config"], d.get("grouped2", False), d.get("banded1", False), d.get("banded2", False))
+        return Sm90Tiles(d["config"], d.get("grouped2", False), d.get("banded1", False), d.get("banded2", False),
+                         d.get("grouped1", False), d.get("config2"))
     return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
 
 
@@ -542,14 +543,15 @@ def load_bench(path: Path, workload: str) -> dict:
 
 
 def load_tune_cache(path: Path) -> dict:
-    """A tune cache ({device: {"model|M|tiles|runtime": {"rows": [...], ...}}}), checked."""
+    """A tune cache ({device: {"model|M|tiles|runtime": {"rows": [...], ...}}}; the sm90 MLP also
+    keeps each point's GeMMs alone as "model|M|gemm|runtime": {"gemm": [...]}), checked."""
     data = _read_json(path)
     if isinstance(data, dict) and "rows" in data and "workload" in data:
         raise CusyncError(f"{path}: `cusyncgen bench` results of {data['workload']}, not a tune cache "
                           "(tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)
     ok = isinstance(data, dict) and data and all(
         isinstance(entries, dict) and entries and all(isinstance(k, str) and k.count("|") == 3 and isinstance(v, dict)
-                                                      and "rows" in v for k, v in entries.items())
+                                                      and ("rows" in v or "gemm" in v) for k, v in entries.items())
         for entries in data.values())
     if not ok:
         raise CusyncError(f"{path}: not a tune cache (tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)
@@ -665,7 +667,7 @@ def cache_kernel(cache: dict) -> str:
     """The kernel family a tune cache was measured on (its rows' "kernel"; sm80 where absent)."""
     for entries in cache.values():
         for entry in entries.values():
-            for r in entry["rows"]:
+            for r in entry.get("rows", []) + entry.get("gemm", []):
                 return r.get("kernel", "sm80")
     return "sm80"
 

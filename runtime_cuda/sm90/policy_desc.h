@@ -46,6 +46,16 @@ CUSYNC_SM90_HD uint32_t policy_value(const CusyncSm90Policy& p, int32_t x, int32
          static_cast<uint32_t>(dim_group(p.kind[2], p.param[2], z, p.extent[2]));
 }
 
+// The producer row blocks a consumer tile's rows [y bm, (y + 1) bm) read when the producer's row tile
+// is in_bm: [py0, py0 + rows), clipped to the producer grid's producer_Y row blocks (the last
+// consumer tile may reach past M). bm and in_bm powers of two: rows is 1 or bm / in_bm.
+CUSYNC_SM90_HD void producer_rows(int32_t y, int32_t bm, int32_t in_bm, int32_t producer_Y, int32_t& py0, int32_t& rows) {
+  py0 = y * bm / in_bm;
+  int32_t end = ((y + 1) * bm + in_bm - 1) / in_bm;
+  if (end > producer_Y) end = producer_Y;
+  rows = end - py0;
+}
+
 // OrderIR.tile: linear item -> (x, y, z).
 CUSYNC_SM90_HD void order_tile(const CusyncSm90Order& o, int32_t linear, int32_t& x, int32_t& y, int32_t& z) {
   const int32_t X = o.extent[0], Y = o.extent[1];

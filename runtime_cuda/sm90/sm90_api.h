@@ -66,7 +66,9 @@ typedef struct {
   int32_t M, N, K, ldc;
   int32_t epilogue;        // CusyncSm90Epilogue
   CusyncSm90Order order;
-  // Wait (consumer side): k-block k of a tile (x, y) reads producer tile (k * BK / in_tile_n, y, 0).
+  // Wait (consumer side): k-block k of a tile (x, y) reads the producer tiles (k * BK / in_tile_n, py, 0)
+  // of every producer row block py its rows [y BM, (y + 1) BM) overlap (producer_rows: in_tile_m is
+  // the producer's BM, 0 for this GeMM's own).
   CusyncSm90Policy in_policy;
   const uint32_t* in_sems; // null: no wait
   int32_t in_tile_n;       // the producer's output tile width (its BN, or BN / 2 for the SwiGLU pair)
@@ -85,6 +87,9 @@ typedef struct {
   // How the epilogue writes C (CusyncSm90Store): 0 quad-transposed 16-byte stores, 1 the register
   // epilogue's 4-byte fp16-pair stores.
   int32_t store;
+  // The producer's row tile (its BM) where it differs from this GeMM's: a consumer tile then reads
+  // BM / in_tile_m producer row blocks (or part of one); 0: the same BM. Both powers of two >= 64.
+  int32_t in_tile_m;
 } CusyncSm90Gemm;
 
 // What the first wait that timed out saw (a zeroed struct in device memory, passed to
@@ -93,6 +98,7 @@ typedef struct {
   int32_t failed, claimed;
   int32_t block, gemm, tile_x, tile_y, producer_x, sem;
   uint32_t seen, target;
+  int32_t producer_y;   // the producer tile's row block (tile_y's unless the producer's BM differs)
 } CusyncSm90Debug;
 
 // Names of the tile configurations this library holds, comma-separated (e.g. "128x128x64,...").

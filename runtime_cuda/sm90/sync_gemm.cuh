@@ -78,11 +78,11 @@ __device__ __forceinline__ bool reached(uint32_t seen, uint32_t target) {
 // finishes with wrong data). Built with -DCUSYNC_DEBUG it prints the tile and semaphore and traps
 // instead (a call inside the kernel: ptxas then serializes the wgmma pipeline, so not in the timed
 // build).
-__device__ __forceinline__ void report_timeout(CusyncSm90Debug* debug, int gemm, int x, int y, int px, int sem,
+__device__ __forceinline__ void report_timeout(CusyncSm90Debug* debug, int gemm, int x, int y, int px, int py, int sem,
                                             uint32_t seen, uint32_t target) {
 #if defined(CUSYNC_DEBUG)
   printf("cusync sm90: wait timed out: block %d gemm %d tile (%d, %d) producer tile (%d, %d) sem %d seen %u target %u\n",
-         static_cast<int>(blockIdx.x), gemm, x, y, px, y, sem, seen, target);
+         static_cast<int>(blockIdx.x), gemm, x, y, px, py, sem, seen, target);
   __trap();
 #endif
   if (debug != nullptr && atomicCAS(&debug->claimed, 0, 1) == 0) {
@@ -91,6 +91,7 @@ __device__ __forceinline__ void report_timeout(CusyncSm90Debug* debug, int gemm,
     debug->tile_x = x;
     debug->tile_y = y;
     debug->producer_x = px;
+    debug->producer_y = py;
     debug->sem = sem;
     debug->seen = seen;
     debug->target = target;
@@ -504,9 +505,11 @@ __device__ __forceinline__ bool reduce_splits(float* partials, uint32_t* count, 
 // 32 at a time: each lane loads one semaphore (ld.acquire.gpu, the 32 loads in flight together),
 // the warp takes the prefix of tiles that reached their targets, and lane 0 publishes the count of
 // k-tiles verified so far with st.release.cta (after __syncwarp, which orders every lane's acquire
-// before it). A wait longer than timeout_ns reports the first missing tile (report_timeout) and
-// publishes everything, so the launch ends. It never waits for anything the DMA warp does: it only
-// reads semaphores.
+// before it). Where the producer's row tile is smaller than this GeMM's, a k-tile reads R producer
+// row blocks (producer_rows): lane l polls producer column px + l / R, row py0 + l % R, and a
+// column counts once all R of its tiles are ready. A wait longer than timeout_ns reports the first
+// missing tile (report_timeout) and publishes everything, so the launch ends. It never waits for
+// anything the DMA warp does: it only reads semaphores.
 template <class Cfg>
 __device__ __forceinline__ void sync_warp_poll(const KernelParams<Cfg>& p, uint32_t& ready, uint32_t epoch) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -519,21 +522,25 @@ __device__ __forceinline__ void sync_warp_poll(const KernelParams<Cfg>& p, uint3
     const int ptk = g.in_tile_n / Cfg::BK;  // k-tiles per producer tile (the host checks it divides)
     const int k_stop = wk.k_begin + wk.k_count;
     const int px_end = (k_stop + ptk - 1) / ptk;
+    int py0, R;  // R divides 32 (the host checks the row tiles)
+    producer_rows(wk.y, Cfg::BM, g.in_tile_m > 0 ? g.in_tile_m : Cfg::BM, g.in_policy.extent[1], py0, R);
+    const int my_x = lane / R, my_y = py0 + lane % R;
     int px = wk.k_begin / ptk;
     long long t0 = 0;
     while (px < px_end) {
-      const int mine = px + lane;
+      const int mine = px + my_x;
       bool ok = true;
       int s = 0;
       uint32_t seen = 0, target = 0;
       if (mine < px_end) {
-        s = policy_sem(g.in_policy, mine, wk.y, 0);
-        target = policy_value(g.in_policy, mine, wk.y, 0) * epoch;
+        s = policy_sem(g.in_policy, mine, my_y, 0);
+        target = policy_value(g.in_policy, mine, my_y, 0) * epoch;
         seen = ld_acquire_gpu(g.in_sems + s);
         ok = reached(seen, target);
       }
       const unsigned missing = __ballot_sync(0xffffffffu, !ok);
-      const int n = missing == 0u ? 32 : __ffs(missing) - 1;  // the ready prefix
+      const int first = missing == 0u ? 32 : __ffs(missing) - 1;
+      const int n = first / R;  // the producer columns whose R tiles are all ready, a prefix
       if (n > 0) {
         px += n;
         t0 = 0;
@@ -550,7 +557,10 @@ __device__ __forceinline__ void sync_warp_poll(const KernelParams<Cfg>& p, uint3
         // lane 0's clock decides for the warp (the loop stays converged for the ballot)
         const bool give_up = __shfl_sync(0xffffffffu, gave_up(p.debug) || now - t0 > p.timeout_ns, 0);
         if (give_up) {
-          if (lane == 0 && !gave_up(p.debug)) report_timeout(p.debug, wk.gi, wk.x, wk.y, px, s, seen, target);
+          // the first missing tile: lane `first` (< R here, so a tile of column px)
+          const int f_y = __shfl_sync(0xffffffffu, my_y, first), f_s = __shfl_sync(0xffffffffu, s, first);
+          const uint32_t f_seen = __shfl_sync(0xffffffffu, seen, first), f_target = __shfl_sync(0xffffffffu, target, first);
+          if (lane == 0 && !gave_up(p.debug)) report_timeout(p.debug, wk.gi, wk.x, wk.y, px, f_y, f_s, f_seen, f_target);
           px = px_end;  // publish the rest: the launch finishes, with the debug record saying why it is wrong
           __syncwarp();
           if (lane == 0) st_release_cta_shared(&ready, done + static_cast<uint32_t>(wk.k_count));

@@ -37,7 +37,14 @@ struct Plan : PlanBase {
     if (g.order.extent[0] != X || g.order.extent[1] != Y || g.order.extent[2] != 1) return CUSYNC_SM90_BAD_SHAPE;
     if (g.in_sems != nullptr) {
       if (g.in_policy.num_sems <= 0 || g.in_tile_n <= 0 || g.in_tile_n % Cfg::BK != 0) return CUSYNC_SM90_BAD_ARGUMENT;
-      if (g.K / g.in_tile_n > g.in_policy.extent[0] || g.in_policy.extent[1] < Y) return CUSYNC_SM90_BAD_SHAPE;
+      // The producer's row tile: a power of two, at most 32 of them in this GeMM's (the sync warp
+      // polls whole producer columns of R = BM / in_tile_m rows in one warp).
+      const int in_bm = g.in_tile_m > 0 ? g.in_tile_m : Cfg::BM;
+      if (g.in_tile_m < 0 || (in_bm & (in_bm - 1)) != 0 || (Cfg::BM % in_bm == 0 && Cfg::BM / in_bm > 32) ||
+          (Cfg::BM % in_bm != 0 && in_bm % Cfg::BM != 0))
+        return CUSYNC_SM90_BAD_ARGUMENT;
+      if (g.K / g.in_tile_n > g.in_policy.extent[0] || g.in_policy.extent[1] < (g.M + in_bm - 1) / in_bm)
+        return CUSYNC_SM90_BAD_SHAPE;
     }
     if (g.out_sems != nullptr) {
       if (g.out_policy.num_sems <= 0 || g.out_policy.extent[0] != X || g.out_policy.extent[1] != Y)
