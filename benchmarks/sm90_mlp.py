@@ -124,27 +124,38 @@ def floor_us(model: sm90.Model, M: int, bw: float) -> float:
 BANDED_MIN_M = 512  # below, a wave covers the first GeMM's rows: the banded order changes little
 
 
-def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), banded1=("off", "on")):
+def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), banded1=("off", "on"), pairs=()):
     """(config, ordering, policy, splits, grouped2, banded1) of every MLP variant at this M: each
     config and ordering (with each policy where it synchronizes), with the second GeMM in the
-    compiler's order and in the grouped order, the first GeMM in the compiler's order and (M >=
-    BANDED_MIN_M) in the banded order, and, where auto_splits splits a GeMM at this M, the same with
-    split-K."""
+    compiler's order and in the grouped order, the first GeMM in the compiler's order, (M >=
+    BANDED_MIN_M) in the banded order (banded1 "on") and in the grouped order (banded1 "g1": then
+    banded1 is "g1"), and, where auto_splits splits a GeMM at this M, the same with split-K. `pairs`:
+    "<first GeMM's config>+<second's>" run as a config too (each GeMM on its own tile), in every
+    ordering but the chain."""
     out = []
-    b1s = [b == "on" for b in banded1 if b == "off" or M >= BANDED_MIN_M]
-    for c in configs:
-        if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
+    b1s = [{"off": False, "on": True}.get(b, b) for b in banded1 if b != "on" or M >= BANDED_MIN_M]
+    for c in list(configs) + list(pairs):
+        c1, _, c2 = c.partition("+")
+        if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c1)[1] != 128:
+            continue
+        if c2 and model.H % sm90.tile_dims(c2)[1]:
             continue
         splits = ["none"]
-        if sm90.has_split(sm90.mlp_splits(model.name, M, c, "auto")):
+        if sm90.has_split(sm90.mlp_splits(model.name, M, c1, "auto", c2 or None)):
             splits.append("auto")
         for sp in splits:
             for b1 in b1s:
                 for g2 in grouped2:
                     for o in orderings:
+                        if c2 and o == "chain":
+                            continue
                         for p in ((None,) if o in ("stream", "pdl") else policies):
                             out.append((c, o, p, sp, g2 == "on", b1))
     return out
+
+
+def order_label(g2, b1) -> str:
+    return (" G1" if b1 == "g1" else " B1" if b1 else "") + (" G2" if g2 else "")
 
 
 def gemm_order(config, M, N, K, order):
@@ -204,7 +215,10 @@ def main(argv=None) -> int:
     ap.add_argument("--grouped2", default="off,on",
                     help="the second GeMM's order: off (the compiler's), on (grouped_order), or both")
     ap.add_argument("--banded1", default="off,on",
-                    help="the first GeMM's order: off (the compiler's), on (banded_order, at M >= 512), or both")
+                    help="the first GeMM's order: off (the compiler's), on (banded_order, at M >= 512), g1 "
+                         "(grouped_order); a list")
+    ap.add_argument("--pairs", default="",
+                    help="per-GeMM tile configs to run as well, '<config1>+<config2>,...' (not in the chain)")
     ap.add_argument("--gemm-stores", default="quad,pair",
                     help="epilogue stores of the GeMM-alone rows: quad (16-byte), pair (fp16 pairs), or both")
     ap.add_argument("--stock", default=None, help="stock CUTLASS reference tiles (default: every one of the library)")
@@ -241,15 +255,18 @@ def main(argv=None) -> int:
             buf = Buffers(model, Mmax, seed=1234)
             g2s = a.grouped2.split(",")
             b1s = a.banded1.split(",")
+            pairs = [v for v in a.pairs.split(",") if v]
             runners = {}
             broken = set()  # variants that failed a check: neither stressed nor timed
 
             def runner(M, c, o, p, sp, g2, b1):
                 key = (M, c, o, p, sp, g2, b1)
                 if key not in runners:
-                    runners[key] = sm90.MlpRunner(model_name, M, o, p, c, buf.Xs.data_ptr(), buf.W1.data_ptr(),
+                    c1, _, c2 = c.partition("+")
+                    runners[key] = sm90.MlpRunner(model_name, M, o, p, c1, buf.Xs.data_ptr(), buf.W1.data_ptr(),
                                                   buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
-                                                  timeout_ns=timeout_ns, splits=sp, grouped2=g2, banded1=b1)
+                                                  timeout_ns=timeout_ns, splits=sp, grouped2=g2, banded1=b1 is True,
+                                                  grouped1=b1 == "g1", config2=c2 or None)
                 return runners[key]
 
             def failed(label, M, v, check, e, shown=None) -> bool:
@@ -269,9 +286,9 @@ def main(argv=None) -> int:
             for M in Ms:
                 buf.Xs[:M].copy_(buf.X[:M])
                 Yref, Zref = buf.reference(buf.Xs[:M])
-                for v in variants(configs, orderings, policies, model, M, g2s, b1s):
+                for v in variants(configs, orderings, policies, model, M, g2s, b1s, pairs):
                     c, o, p, sp, g2, b1 = v
-                    label = f"{model_name} M={M} {c} {o} {p or ''} {sp}{' B1' if b1 else ''}{' G2' if g2 else ''}"
+                    label = f"{model_name} M={M} {c} {o} {p or ''} {sp}{order_label(g2, b1)}"
                     try:
                         r = runner(M, *v)
                         buf.Y.fill_(float("nan"))
@@ -297,13 +314,13 @@ def main(argv=None) -> int:
                 _, Za = buf.reference(buf.X[:M])
                 _, Zb = buf.reference(buf.X2[:M])
                 scale = float(Za.pow(2).mean().sqrt())
-                for v in variants(configs, orderings, policies, model, M, g2s, b1s):
+                for v in variants(configs, orderings, policies, model, M, g2s, b1s, pairs):
                     c, o, p, sp, g2, b1 = v
                     # the synchronized orderings (the second GeMM's order changes nothing they synchronize;
                     # the first GeMM's banded order changes when the waits are satisfied: stressed too)
                     if o not in ("pdl+policy", "chain") or g2 or (M, v) in broken:
                         continue
-                    label = f"stress {model_name} M={M} {c} {o} {p} {sp}{' B1' if b1 else ''}{' G2' if g2 else ''}"
+                    label = f"stress {model_name} M={M} {c} {o} {p} {sp}{order_label(g2, b1)}"
                     try:
                         r = runner(M, *v)
                         bad = torch.zeros((), dtype=torch.int64, device="cuda")
@@ -412,7 +429,7 @@ def main(argv=None) -> int:
                 rows.append({"model": model_name, "M": M, "kernel": "cublas", "config": "cuBLAS+graph", "us": tcb})
                 rows.append({"model": model_name, "M": M, "kernel": "floor", "config": "floor", "us": fl})
                 log(f"mlp {model_name} M={M}: cuBLAS+graph {tcb:.1f} us, floor {fl:.1f} us")
-                for v in variants(configs, orderings, policies, model, M, g2s, b1s):
+                for v in variants(configs, orderings, policies, model, M, g2s, b1s, pairs):
                     c, o, p, sp, g2, b1 = v
                     if (M, v) in broken:
                         continue

@@ -30,7 +30,8 @@ import torch  # noqa: E402
 
 from cusyncgen.cuda import sm90  # noqa: E402
 
-# (model, config, ordering, policy, splits, grouped2, banded1, store)
+# (model, config, ordering, policy, splits, grouped2, banded1 (or "G1": the first GeMM grouped), store[, config2:
+# the second GeMM's tile])
 def variant_list(model: str):
     c = "128x128x64"
     out = [(model, c, "stream", None, "none", False, False, "quad"),
@@ -38,6 +39,9 @@ def variant_list(model: str):
     for o in ("pdl+policy", "chain"):
         for p in sm90.POLICIES:
             out.append((model, c, o, p, "none", False, False, "quad"))
+    for p in sm90.POLICIES:   # each GeMM on its own tile: a consumer tile waits on two producer row blocks
+        out.append((model, "64x128x64", "pdl+policy", p, "none", False, False, "pair", c))
+    out.append((model, c, "chain", "TileSync", "none", True, "G1", "pair"))   # both GeMMs grouped
     out += [(model, c, "chain", "RowSync", (3, 2), False, False, "quad"),       # split-K in the chain
             (model, c, "pdl+policy", "TileSync", (3, 2), True, False, "quad"),  # split-K, grouped consumer
             (model, c, "chain", "RowSync", "none", True, True, "quad"),         # banded producer, grouped consumer
@@ -64,7 +68,7 @@ def main(argv=None) -> int:
     bad = 0
     stream = torch.cuda.current_stream().cuda_stream
     for v in variant_list(a.model):
-        model, c, o, p, sp, g2, b1, st = v
+        model, c, o, p, sp, g2, b1, st, c2 = v if len(v) == 9 else v + (None,)
         try:
             if model not in cases:
                 m = sm90.MODELS[model]
@@ -74,7 +78,8 @@ def main(argv=None) -> int:
                 cases[model] = (X, W1, W2, Y, Z, Zref)
             X, W1, W2, Y, Z, Zref = cases[model]
             r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                               Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1, store=st)
+                               Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1 is True,
+                               store=st, config2=c2, grouped1=b1 == "G1")
             name = f"{model} M={M} {r.name}"
             if a.only and a.only not in name:
                 continue

@@ -142,10 +142,11 @@ def test_mlp_every_ordering_and_policy(model, M):
                      ("RowSync" if sync else None, ((3, 4), (2, 8)), True, True, "pair", False),   # split-K tails
                      ("RowSync" if sync else None, "none", True, True, "quad", False),
                      ("TileSync" if sync else None, "none", False, True, "pair", True),   # both GeMMs banded
-                     ("RowSync" if sync else None, "none", False, False, "pair", False)]:
+                     ("RowSync" if sync else None, "none", False, False, "pair", False),
+                     ("TileSync" if sync else None, "auto", True, None, "pair", False)]:  # both grouped (G1)
                 r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                                   Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1,
-                                   store=st, banded2=b2)
+                                   Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2,
+                                   banded1=bool(b1), store=st, banded2=b2, grouped1=b1 is None)
                 for _ in range(3):  # three launches: the epochs advance, nothing is reset
                     Y.fill_(float("nan"))
                     Z.fill_(float("nan"))
@@ -157,6 +158,69 @@ def test_mlp_every_ordering_and_policy(model, M):
                         wrong.append((r.name, ey, ez))
                         break
     assert not wrong
+
+
+# (model, first GeMM's tile config, second's): the consumer's row tile 1, 2 and 4 times the
+# producer's, and half of it
+PER_GEMM_TILES = [("gpt3", "64x128x64", "128x128x64"), ("gpt3", "128x128x64", "256x128x64"),
+                  ("gpt3", "64x128x64pp", "256x128x64"), ("gpt3", "128x192x64", "64x128x64pp"),
+                  ("gpt3", "128x128x64pp", "128x192x64"), ("llama-ep", "64x128x64", "128x256x64"),
+                  ("llama-ep", "256x128x64", "128x256x64")]
+
+
+@pytest.mark.parametrize("model,c1,c2", PER_GEMM_TILES)
+@pytest.mark.parametrize("M", [1, 200, 520])
+def test_mlp_per_gemm_tile_configs(model, M, c1, c2):
+    """Each GeMM on its own tile config (two launches): every consumer tile waits on every producer
+    row block its rows overlap; every two-launch ordering and policy, with split-K tails and the
+    L2-friendly orders, three launches each, and 40 launches alternating two inputs without reset."""
+    X, W1, W2, Yref, Zref = _mlp_case(model, M)
+    m = sm90.MODELS[model]
+    Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+    Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
+    wrong = []
+    for o in ("stream", "pdl", "pdl+policy"):
+        sync = o == "pdl+policy"
+        for p, sp, g2, b1, b2, g1 in [(p, "none", False, False, False, False) for p in (sm90.POLICIES if sync
+                                                                                    else (None,))] + \
+                [("TileSync" if sync else None, "auto", True, True, False, False),
+                 ("RowSync" if sync else None, ((2, 4), (3, 8)), False, True, True, False),
+                 ("RowSync" if sync else None, "none", True, False, False, True)]:   # both grouped
+            r = sm90.MlpRunner(model, M, o, p, c1, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
+                               Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1,
+                               banded2=b2, config2=c2, grouped1=g1)
+            assert f"{c1}+{c2}" in r.name
+            for _ in range(3):
+                Y.fill_(float("nan"))
+                Z.fill_(float("nan"))
+                r.launch(torch.cuda.current_stream().cuda_stream)
+                torch.cuda.synchronize()
+                r.check_debug()
+                ey, ez = _rel(Y, Yref), _rel(Z, Zref)
+                if not (ey < 1e-2 and ez < 1e-2):
+                    wrong.append((r.name, ey, ez))
+                    break
+    assert not wrong
+    with pytest.raises(sm90.Sm90Error, match="one tile config"):
+        sm90.MlpRunner(model, M, "chain", "RowSync", c1, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
+                       Z.data_ptr(), config2=c2)
+    if M != 200:
+        return
+    X2 = torch.randn_like(X.float()).half()
+    Zb = sm90.mlp_reference(model, X2, W1, W2)[1]
+    Xs = X.clone()
+    r = sm90.MlpRunner(model, M, "pdl+policy", "TileSync", c1, Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
+                       Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, config2=c2)
+    bad = torch.zeros((), dtype=torch.int64, device="cuda")
+    for i in range(40):
+        Xs.copy_(X if i % 2 == 0 else X2)
+        Y.fill_(float("nan"))
+        r.launch(torch.cuda.current_stream().cuda_stream)
+        Zr = Zref if i % 2 == 0 else Zb
+        bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
+    torch.cuda.synchronize()
+    r.check_debug()
+    assert int(bad) == 0
 
 
 def test_chain_stress_alternating_inputs():
@@ -186,8 +250,8 @@ def test_chain_stress_alternating_inputs():
         assert int(bad) == 0, (o, b1, sp)
 
 
-@pytest.mark.parametrize("policy", ["TileSync", "RowSync"])
-def test_a_wait_that_never_completes_times_out_naming_the_tile_and_semaphore(policy):
+@pytest.mark.parametrize("policy,config2", [("TileSync", None), ("RowSync", None), ("TileSync", "256x128x64")])
+def test_a_wait_that_never_completes_times_out_naming_the_tile_and_semaphore(policy, config2):
     """The consumer launched without its producer: no semaphore is ever posted. The sync warp gives
     up after timeout_ns, the launch finishes (no hang), and check_debug names the block, GeMM, tile,
     producer tile and semaphore of the first wait that gave up, with what it saw and wanted."""
@@ -196,8 +260,8 @@ def test_a_wait_that_never_completes_times_out_naming_the_tile_and_semaphore(pol
     m = sm90.MODELS[model]
     Y = torch.zeros(M, m.F, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
-    r = sm90.MlpRunner(model, M, "pdl+policy", policy, "128x128x64", X.data_ptr(), W1.data_ptr(), W2.data_ptr(),
-                       Y.data_ptr(), Z.data_ptr(), timeout_ns=20_000_000)
+    r = sm90.MlpRunner(model, M, "pdl+policy", policy, "64x128x64" if config2 else "128x128x64", X.data_ptr(),
+                       W1.data_ptr(), W2.data_ptr(), Y.data_ptr(), Z.data_ptr(), timeout_ns=20_000_000, config2=config2)
     r.plans[1].launch(torch.cuda.current_stream().cuda_stream)   # the consumer alone
     torch.cuda.synchronize()
     with pytest.raises(sm90.Sm90Error, match=r"a wait timed out: block \d+ gemm 0 tile \(\d+, 0\) producer tile "

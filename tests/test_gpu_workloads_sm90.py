@@ -47,6 +47,16 @@ def test_the_grouped_second_gemm_is_correct(model, tile):
     assert not wrong, wrong
 
 
+def test_per_gemm_tile_configs_are_correct_in_every_two_launch_configuration():
+    stream = cupy.cuda.Stream()
+    rows, mlp, *_ = W.measure_point("gpt3", 200, 3, stream, seed=5, tile="64x128x64", tile2="128x192x64")
+    names = {r["config"] for r in rows}
+    assert {"StreamSync", "PDL", "TileSync+PDL", "RowSync+PDL"} <= names and not any("Chain" in n for n in names)
+    assert all(r["tiles"] == "64x128x64+128x192x64" and r["tile_cfg"]["g2"]["BN"] == 192 for r in rows)
+    wrong = [(r["config"], r["rel_err"]) for r in rows if not r["correct"]]
+    assert not wrong, wrong
+
+
 def test_the_device_default_is_the_sm90_family():
     assert for_device("mlp").kernel == "sm90" and for_device("mlp", "sm80").kernel == "sm80"
     assert for_device("conv2d").kernel == "sm80"
@@ -58,7 +68,9 @@ def test_a_one_size_bench_has_every_row_the_report_reads():
     assert res["kernel"] == "sm90" and all(r["kernel"] == "sm90" for r in res["rows"])
     configs = {r["config"] for r in res["rows"]}
     assert {"StreamSync", "PDL", "RowSync+Chain", "cuBLAS", "cuBLAS+graph", "floor"} <= configs
-    assert {r["tiles"] for r in res["rows"] if "tiles" in r} == set(W.tile_candidates("llama-ep", 64))
+    pair = W.per_gemm_tiles(res["gemm"])   # the GeMMs alone on tiles of their own: that pair measured too
+    want = set(W.tile_candidates("llama-ep", 64)) | ({f"{pair[0]}+{pair[1]}"} if pair[0] != pair[1] else set())
+    assert {r["tiles"] for r in res["rows"] if "tiles" in r} == want
     assert all(r["correct"] for r in res["rows"]), [r["config"] for r in res["rows"] if not r["correct"]]
     assert [(g["gemm"], g["kernel"]) for g in res["gemm"]] == [(1, "sm90"), (2, "sm90")]
     assert all(g["ours_us"] > 0 and g["cublas_us"] > 0 for g in res["gemm"])

@@ -69,8 +69,9 @@ class _Runner:
     made = []
 
     def __init__(self, model, M, ordering, policy, config, X, W1, W2, Y, Z, timeout_ns=0, splits="none",
-                 grouped2=False, banded1=False, banded2=False):
+                 grouped2=False, banded1=False, banded2=False, config2=None, grouped1=False):
         self.args = (model, M, ordering, policy, config, splits)
+        self.config2 = config2
         self.ptrs = (X, W1, W2, Y, Z)
         self.launched = []
         self.checked = 0
@@ -126,6 +127,57 @@ def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, t
     assert mlp.timed_out() == {"RowSync+Chain": "a wait timed out: block 3"}
 
 
+def test_per_gemm_tile_configs_run_without_the_chain(fake_sm90):
+    """A second GeMM on its own tile config: two launches (no Chain ordering), the runner told both
+    configs, split counts per GeMM on its own tile, and its label and dispatch fields say so."""
+    mlp = MLPSm90("gpt3", 128, "64x128x64", tile2="128x128x64")
+    names = [c.name for c in mlp.configs()]
+    assert names[:4] == ["StreamSync", "PDL", "TileSync+PDL", "RowSync+PDL"] and not any("Chain" in n for n in names)
+    assert mlp.tiles.label == "64x128x64+128x128x64" and mlp.tiles.tile2 == "128x128x64"
+    d = mlp.tiles.as_dict()
+    assert d["config2"] == "128x128x64" and d["g1"] == {"BM": 64, "BN": 128} and d["g2"] == {"BM": 128, "BN": 128}
+    assert mlp.splits_of("auto") == sm90.mlp_splits("gpt3", 128, "64x128x64", "auto", "128x128x64")
+    x, w1, w2, y, z = (FakeArray((1,)) for _ in range(5))
+    stream = FakeStream()
+    stream.ptr = 5
+    for cfg in mlp.configs():
+        mlp.run(stream, cfg, x, w1, w2, y, z)
+    assert {r.config2 for r in fake_sm90} == {"128x128x64"} and {r.args[4] for r in fake_sm90} == {"64x128x64"}
+    # the same config twice is no pair; one that does not fit the second GeMM is refused
+    same = MLPSm90("gpt3", 128, "128x128x64", tile2="128x128x64")
+    assert same.tile2 is None and same.tiles.label == "128x128x64" and "RowSync+Chain" in [c.name for c in same.configs()]
+    with pytest.raises(CusyncError, match="128x192x64.*second GeMM"):
+        MLPSm90("llama-ep", 128, "128x128x64", tile2="128x192x64")
+    assert W.fits_gemm("llama-ep", "128x256x64", 2) and not W.fits_gemm("llama-ep", "128x256x64", 1)
+    assert "128x256x64" in W.tile_candidates("llama-ep", 512, gemm=2)
+    assert "128x256x64" not in W.tile_candidates("llama-ep", 512, gemm=1)
+
+
+def test_orders_group_both_gemms_once_the_tiles_span_two_row_blocks():
+    none, g1g2 = (False, False, False, False), (True, False, False, True)
+    assert W.orders_for(1) == W.orders_for(64) == [none]
+    assert W.orders_for(128) == W.orders_for(200) == [none, g1g2]
+    assert W.orders_for(256) == [(True, False, False, False), g1g2]
+    assert W.orders_for(1024) == [(True, True, False, False), (False, True, True, False), g1g2]
+    assert W.orders_for(4096) == [(True, True, False, False), (False, True, True, False)]   # rows complete early
+    assert W.Sm90Tiles("128x128x64", *g1g2).label == "128x128x64 G1 G2"
+    assert MLPSm90.__dataclass_fields__["grouped1"].default is None   # an instance takes orders_for(M)[0]
+
+
+def test_candidates_add_the_pair_the_gemms_alone_chose():
+    base = W.candidates("gpt3", 512)
+    assert W.candidates("gpt3", 512, per_gemm=("128x192x64", "128x192x64")) == base   # same tile: nothing new
+    assert W.candidates("gpt3", 512, per_gemm=(None, "128x192x64")) == base
+    pair = W.candidates("gpt3", 512, per_gemm=("256x128x64", "128x256x64"))
+    extra = pair[len(base):]
+    assert pair[:len(base)] == base and len(extra) == len(W.orders_for(512))
+    assert {(t.config, t.config2) for t in extra} == {("256x128x64", "128x256x64")}
+    assert [(t.grouped2, t.banded1, t.banded2, t.grouped1) for t in extra] == W.orders_for(512)
+    grows = [{"gemm": 1, "tile": "64x128x64", "correct": True}, {"gemm": 2, "tile": "128x128x64", "correct": True}]
+    assert W.per_gemm_tiles(grows) == ("64x128x64", "128x128x64")
+    assert W.per_gemm_tiles([dict(grows[0]), dict(grows[1], correct=False)]) == ("64x128x64", None)
+
+
 def test_a_tile_config_that_does_not_fit_is_an_error(fake_sm90):
     with pytest.raises(CusyncError, match="128x192x64.*does not fit"):
         MLPSm90("llama-ep", 64, "128x192x64")
@@ -161,15 +213,22 @@ def test_choose_is_never_slower_than_the_fastest_stream_order():
 def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     from cusyncgen.cuda import tune
     fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 B1 G2"): [11, 10, 10, 3, 10, 10]}
+    # the GeMMs alone: the same tile at M = 1, a pair of their own at M = 512 (measured with it)
+    alone = {1: ("128x192x64", "128x192x64"), 512: ("256x128x64", "128x256x64")}
     cache = {"NVIDIA H100 80GB HBM3": {
         f"gpt3|{M}|{t.label}|lib-abc": {"rows": _rows("gpt3", M, t.label, fast.get((M, t.label), [20, 19, 18, 17, 16, 15]),
                                                      tiles=t), "tiles": t.label}
-        for M in (1, 512) for t in W.candidates("gpt3", M)}}
+        for M in (1, 512) for t in W.candidates("gpt3", M, per_gemm=alone[M])}}
+    for M in (1, 512):
+        cache["NVIDIA H100 80GB HBM3"][f"gpt3|{M}|gemm|lib-abc"] = {
+            "gemm": [{"gemm": g + 1, "tile": alone[M][g], "correct": True} for g in range(2)]}
     # M = 1: no 256-row tile; M = 512: no 64-row tile, every tile config with the first GeMM banded and
-    # the second grouped or banded with the first's bands
-    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 2 * 5
+    # the second grouped or banded with the first's bands, and the GeMMs' own pair in both orders
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * 5 + 3 + 2
+    assert sum("256x128x64+128x256x64" in k for k in cache["NVIDIA H100 80GB HBM3"]) == 3
     labels = [k.split("|")[2] for k in cache["NVIDIA H100 80GB HBM3"] if k.startswith("gpt3|512|")]
-    assert sum(x.endswith(" B1 G2") for x in labels) == 5 and sum(x.endswith(" B1 B2") for x in labels) == 5
+    assert sum(x.endswith(" B1 G2") for x in labels) == 6 and sum(x.endswith(" B1 B2") for x in labels) == 6
+    assert sum(x.endswith(" G1 G2") for x in labels) == 6
     path = tmp_path / "tune-cache-h100-sm90.json"
     path.write_text(json.dumps(cache))
     assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(tmp_path)]) == 0
@@ -177,7 +236,7 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     assert res["kernel"] == "sm90" and [(c["M"], c["config"], c["tiles"]) for c in res["choices"]] == [
         (1, "TileSync+Chain", "128x192x64"), (512, "TileSync+Chain", "128x256x64 B1 G2")]
     header = (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
-    assert '{1, "TileSync+Chain", 128, 192, 192, 2.75, ""}' in header
+    assert '{1, "TileSync+Chain", 128, 192, 128, 192, 2.75, ""}' in header
     table = tune.load_dispatch(tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
     assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", W.Sm90Tiles("128x256x64", True, True))
     assert tune.select(table, "gpt3", 1) == ("TileSync+Chain", W.Sm90Tiles("128x192x64"))

@@ -62,15 +62,22 @@ def _dims(tile: str) -> tuple[int, int, int]:
     return tuple(int(v) for v in tile.removesuffix("pp").removesuffix("c2").split("x"))  # type: ignore[return-value]
 
 
-def fits(model: str, tile: str) -> bool:
-    """Does a tile config fit the model's GeMMs: N of both a multiple of BN, and for llama-ep BN =
-    128 (its first weight's [W1|V] interleaving by 64)?"""
+def fits_gemm(model: str, tile: str, gemm: int) -> bool:
+    """Does a tile config fit one of the model's GeMMs (1 or 2): its N a multiple of BN, and for
+    llama-ep's first BN = 128 (its weight's [W1|V] interleaving by 64)?"""
     m = sm80.MODELS[model]
     try:
         bm, bn, _ = _dims(tile)
     except ValueError:
         return False
-    return not (m.N1 % bn or m.N2 % bn or (m.swiglu_epilogue and bn != 2 * sm80.LLAMA_EP_BLOCK))
+    if gemm == 1:
+        return not (m.N1 % bn or (m.swiglu_epilogue and bn != 2 * sm80.LLAMA_EP_BLOCK))
+    return not m.N2 % bn
+
+
+def fits(model: str, tile: str) -> bool:
+    """Does a tile config fit both of the model's GeMMs (fits_gemm)?"""
+    return fits_gemm(model, tile, 1) and fits_gemm(model, tile, 2)
 
 
 # 64-row tiles only up to this M: past it they ran at 0.3-0.67 of cuBLAS on the H100 (sm90-mlp-probe
@@ -78,11 +85,12 @@ def fits(model: str, tile: str) -> bool:
 SMALL_TILE_MAX_M = 256
 
 
-def tile_candidates(model: str, M: int, configs=CONFIGS) -> list[str]:
-    """The tile configs of `configs` that fit the model (fits), a 256-row tile only where M fills
-    more than one 128-row tile, a 64-row tile only up to SMALL_TILE_MAX_M."""
+def tile_candidates(model: str, M: int, configs=CONFIGS, gemm: int | None = None) -> list[str]:
+    """The tile configs of `configs` that fit the model (fits; fits_gemm for one GeMM), a 256-row
+    tile only where M fills more than one 128-row tile, a 64-row tile only up to SMALL_TILE_MAX_M."""
     check_model(model)
-    return [c for c in configs if fits(model, c) and not (_dims(c)[0] > 128 and M <= 128)
+    ok = (lambda c: fits(model, c)) if gemm is None else (lambda c: fits_gemm(model, c, gemm))
+    return [c for c in configs if ok(c) and not (_dims(c)[0] > 128 and M <= 128)
             and not (_dims(c)[0] < 128 and M > SMALL_TILE_MAX_M)]
 
 
@@ -144,50 +152,81 @@ def configs_for(splits=("none",)) -> list[Sm90Config]:
 @dataclass(frozen=True)
 class Sm90Tiles:
     """The tile config of an instance and its tile orders: the first GeMM in the banded order
-    (sm90.banded_order: "B1"), the second in the grouped order ("G2") or in the banded order with the
-    first's band height ("B2"), with the `label` rows carry (as the sm80 MlpTiles)."""
+    (sm90.banded_order: "B1") or the grouped order ("G1"), the second in the grouped order ("G2") or in the banded order with the
+    first's band height ("B2"), with the `label` rows carry (as the sm80 MlpTiles). `config2`: the
+    second GeMM's own tile config (None: `config`; label "<config>+<config2>"): two launches, so no
+    Chain ordering."""
 
     config: str
     grouped2: bool = False
     banded1: bool = False
     banded2: bool = False
+    grouped1: bool = False
+    config2: str | None = None
+
+    def __post_init__(self):
+        if self.config2 == self.config:
+            object.__setattr__(self, "config2", None)
+
+    @property
+    def tile2(self) -> str:
+        """The second GeMM's tile config."""
+        return self.config2 or self.config
 
     @property
     def label(self) -> str:
-        return (self.config + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "")
-                + (" B2" if self.banded2 else ""))
+        return (self.config + (f"+{self.config2}" if self.config2 else "") + (" G1" if self.grouped1 else "")
+                + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "") + (" B2" if self.banded2 else ""))
 
     def as_dict(self, splits=("1", "1")) -> dict:
-        """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BN)."""
+        """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BM, g2.BN)."""
         bm, bn, _ = _dims(self.config)
-        return {"config": self.config, "grouped2": self.grouped2, "banded1": self.banded1, "banded2": self.banded2,
-                "splits": [str(v) for v in splits], "g1": {"BM": bm, "BN": bn}, "g2": {"BM": bm, "BN": bn}}
+        bm2, bn2, _ = _dims(self.tile2)
+        return {"config": self.config, "config2": self.config2, "grouped1": self.grouped1, "grouped2": self.grouped2,
+                "banded1": self.banded1, "banded2": self.banded2, "splits": [str(v) for v in splits], "g1": {"BM": bm, "BN": bn},
+                "g2": {"BM": bm2, "BN": bn2}}
 
 
 # The L2-friendly orders (docs/sm90.md, "The grouped order" and "The banded order"), in every
-# ordering, stream orders included, from the M where a wave of tiles spans several row blocks: from
-# GROUPED2_MIN_M the second GeMM walks the grouped order, from BANDED1_MIN_M the first (the
-# producer) the banded order, which still completes row blocks early, band by band, and the second
-# either grouped (its first wave spans every row: it waits for the producer's last band) or banded
-# with the same bands (its first items read the band the producer completes first). Measured on the
-# H100 (sm90-mlp-probe log): the best configuration at every M >= 256 used them.
+# ordering, stream orders included, from the M where a GeMM's tiles span several row blocks. Past
+# one 64-row tile (GROUPED1_MAX_M > M >= GROUPED_MIN_M) both GeMMs also walk the grouped order (G1
+# G2): the producer is then about one wave, its rows complete together whatever its order, and even
+# within one wave the order matters (GPT-3's first GeMM at M = 128 on 64x128 tiles: 83 us
+# row-major, 61 us grouped, H100; design.md). From GROUPED2_MIN_M the second GeMM walks the grouped
+# order by default; from BANDED1_MIN_M the first (the producer) the banded order, which still
+# completes row blocks early, band by band, and the second either grouped (its first wave spans every
+# row: it waits for the producer's last band) or banded with the same bands (its first items read the
+# band the producer completes first). Measured on the H100: the best configuration at every M >= 256
+# used them (sm90-mlp-probe log).
+GROUPED_MIN_M = 65      # past one 64-row tile
 GROUPED2_MIN_M = 256
 BANDED1_MIN_M = 512
+GROUPED1_MAX_M = 1024   # G1 G2 up to here (a longer producer should complete rows early: B1)
 
 
-def orders_for(M: int) -> list[tuple[bool, bool, bool]]:
-    """The (grouped2, banded1, banded2) orders an MLP is measured in at this M, the default first."""
+def orders_for(M: int) -> list[tuple[bool, bool, bool, bool]]:
+    """The (grouped2, banded1, banded2, grouped1) orders an MLP is measured in at this M, the
+    default first."""
+    g1g2 = (True, False, False, True)
+    if M < GROUPED_MIN_M:
+        return [(False, False, False, False)]
     if M < GROUPED2_MIN_M:
-        return [(False, False, False)]
+        return [(False, False, False, False), g1g2]
     if M < BANDED1_MIN_M:
-        return [(True, False, False)]
-    return [(True, True, False), (False, True, True)]
+        return [(True, False, False, False), g1g2]
+    out = [(True, True, False, False), (False, True, True, False)]
+    return out + [g1g2] if M <= GROUPED1_MAX_M else out
 
 
-def candidates(model: str, M: int, configs=CONFIGS) -> list[Sm90Tiles]:
+def candidates(model: str, M: int, configs=CONFIGS, per_gemm: tuple | None = None) -> list[Sm90Tiles]:
     """What `cusyncgen bench` and `tune` measure at one (model, M): every tile config
-    (tile_candidates) in each of the orders of orders_for(M)."""
-    return [Sm90Tiles(t, *o) for t in tile_candidates(model, M, configs) for o in orders_for(M)]
+    (tile_candidates) in each of the orders of orders_for(M); and, where `per_gemm` (the tile config
+    each GeMM alone ran fastest on, gemm_rows) differs, that pair (the first GeMM on its tile, the
+    second on its own) in the same orders."""
+    out = [Sm90Tiles(t, *o) for t in tile_candidates(model, M, configs) for o in orders_for(M)]
+    if per_gemm is not None and per_gemm[0] != per_gemm[1] and None not in per_gemm:
+        out += [Sm90Tiles(per_gemm[0], *o, config2=per_gemm[1]) for o in orders_for(M)]
+    return out
 
 
 @dataclass
@@ -211,6 +250,8 @@ class MLPSm90:
     banded1: bool | None = None    # the first GeMM walks sm90.banded_order (None: orders_for's default)
     banded2: bool | None = None    # the second GeMM walks the first's bands (None: orders_for's default)
     timeout_ns: int = TIMEOUT_NS
+    tile2: str | None = None       # the second GeMM's own tile config (None: `tile`; no Chain then)
+    grouped1: bool | None = None   # the first GeMM walks sm90.grouped_order (None: orders_for's default)
     _runners: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -234,25 +275,34 @@ class MLPSm90:
             raise CusyncError(f"{self.model_name}: tile config {self.tile!r} does not fit its GeMMs (those that do: "
                               f"{', '.join(c for c in CONFIGS if fits(self.model_name, c))})", None)
         self.model = sm80.MODELS[self.model_name]   # shapes, reference and vendor rows: the sm80 model's
-        g2, b1, b2 = orders_for(self.M)[0]
+        g2, b1, b2, g1 = orders_for(self.M)[0]
+        self.grouped1 = g1 if self.grouped1 is None else self.grouped1
         self.grouped2 = g2 if self.grouped2 is None else self.grouped2
         self.banded1 = b1 if self.banded1 is None else self.banded1
         self.banded2 = b2 if self.banded2 is None else self.banded2
-        self.tiles = Sm90Tiles(self.tile, self.grouped2, self.banded1, self.banded2)
+        if self.tile2 is not None:
+            if not fits_gemm(self.model_name, self.tile2, 2):
+                raise CusyncError(f"{self.model_name}: tile config {self.tile2!r} does not fit its second GeMM", None)
+            if self.tile2 == self.tile:
+                self.tile2 = None
+        self.tiles = Sm90Tiles(self.tile, self.grouped2, self.banded1, self.banded2, self.grouped1, self.tile2)
         from cusyncgen.cuda import sm90
         lib = sm90.library()
-        if self.tile not in lib.configs:
-            raise CusyncError(f"the sm90 library has no tile config {self.tile} (it has {', '.join(lib.configs)})", None)
-        self._split_counts = {sp: sm90.mlp_splits(self.model_name, self.M, self.tile, sp) for sp in SPLITS}
+        for t in (self.tile, self.tiles.tile2):
+            if t not in lib.configs:
+                raise CusyncError(f"the sm90 library has no tile config {t} (it has {', '.join(lib.configs)})", None)
+        self._split_counts = {sp: sm90.mlp_splits(self.model_name, self.M, self.tile, sp, self.tile2) for sp in SPLITS}
 
     def splits_of(self, splits: str) -> tuple:
         """The pair of sm90.Splits of "none" or "auto"."""
         return self._split_counts[splits]
 
     def configs(self) -> list[Sm90Config]:
-        """Every ordering x policy, also with split-K where auto_splits splits a GeMM at this M."""
+        """Every ordering x policy, also with split-K where auto_splits splits a GeMM at this M; no
+        Chain where the GeMMs have tile configs of their own (the chain is one kernel)."""
         from cusyncgen.cuda import sm90
-        return configs_for([sp for sp in SPLITS if sp == "none" or sm90.has_split(self.splits_of(sp))])
+        out = configs_for([sp for sp in SPLITS if sp == "none" or sm90.has_split(self.splits_of(sp))])
+        return [c for c in out if not (self.tile2 and c.ordering == Ordering.PERSISTENT)]
 
     def buffers(self, seed: int | None = None):
         return sm80.MLP.buffers(self, seed)
@@ -272,7 +322,8 @@ class MLPSm90:
             r = sm90.MlpRunner(self.model_name, self.M, RUNNER_ORDERING[cfg.ordering], cfg.policy, self.tile,
                                x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr,
                                timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2,
-                               banded1=self.banded1, banded2=self.banded2)
+                               banded1=self.banded1, banded2=self.banded2, config2=self.tile2,
+                               grouped1=self.grouped1)
             cupy.cuda.runtime.deviceSynchronize()   # its semaphores are zeroed on another stream
             self._runners[key] = r
         return r
@@ -320,10 +371,11 @@ def _with_splits(rows: list[dict], mlp: MLPSm90) -> list[dict]:
 
 
 def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: str | None = None,
-                  grouped2: bool | None = None, banded1: bool | None = None, banded2: bool | None = None):
-    """Every configuration of one (model, M, tile config, orders; None: orders_for(M)): rows (each
+                  grouped2: bool | None = None, banded1: bool | None = None, banded2: bool | None = None,
+                  tile2: str | None = None, grouped1: bool | None = None):
+    """Every configuration of one (model, M, tile config(s), orders; None: orders_for(M)): rows (each
     checked against the float32 reference on poisoned outputs, as the sm80 MLP's), and the MLP."""
-    mlp = MLPSm90(model, M, tile, grouped2, banded1, banded2)
+    mlp = MLPSm90(model, M, tile, grouped2, banded1, banded2, tile2=tile2, grouped1=grouped1)
     with stream:
         rows, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
     stream.synchronize()
@@ -344,11 +396,13 @@ def rebase(rows: list[dict]) -> float:
     return base
 
 
-def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]:
-    """Each GeMM of the MLP alone (identity epilogue), on the fastest correct of `tiles` in the
-    compiler's row-major order and in the grouped order (sm90.grouped_order: nothing waits on a
-    GeMM alone), each with and without split-K (sm90.auto_splits, a split-K tail where whole waves
-    fill the SMs), against cuBLAS (torch.matmul in a CUDA graph) on the same operands."""
+def gemm_rows(model: str, M: int, configs, bufs, stream, iters: int) -> list[dict]:
+    """Each GeMM of the MLP alone (identity epilogue), on the fastest correct of the tile configs of
+    `configs` that fit it (tile_candidates of that GeMM), in the compiler's row-major order and in
+    the grouped order (sm90.grouped_order: nothing waits on a GeMM alone), each with and without
+    split-K (sm90.auto_splits, a split-K tail where whole waves fill the SMs), against cuBLAS
+    (torch.matmul in a CUDA graph) on the same operands. Each row's "tile" is the config its GeMM
+    ran fastest on (per_gemm_tiles)."""
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.cuda.lazy import cupy, torch
 
@@ -360,7 +414,7 @@ def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]
         c = cupy.full((M, N), cupy.nan, dtype=cupy.float16)
         ref = a.astype(cupy.float32) @ b.astype(cupy.float32).T
         best = None
-        for tile in tiles:
+        for tile in tile_candidates(model, M, configs, gemm):
             bm, bn, bk = _dims(tile)
             X, Y = sm90.order_grid(tile, M, N)
             orders = {"": sm90.row_major_order(X, Y),
@@ -395,11 +449,18 @@ def gemm_rows(model: str, M: int, tiles, bufs, stream, iters: int) -> list[dict]
     return out
 
 
+def per_gemm_tiles(grows: list[dict]) -> tuple:
+    """(first GeMM's tile config, second's) of one point's gemm_rows: what each ran fastest on alone
+    (None where none ran correctly)."""
+    by = {r["gemm"]: (r.get("tile") if r.get("correct") else None) for r in grows}
+    return by.get(1), by.get(2)
+
+
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
-    """Every model and M: on every tile config the model can use, in each order of orders_for(M),
-    StreamSync, PDL alone, each policy +PDL and +Chain (with split-K where it applies); cuBLAS
-    (eager, graph) and the floor; each GeMM alone (best tile) against cuBLAS. Every row has
-    "kernel": "sm90"."""
+    """Every model and M: each GeMM alone (best tile) against cuBLAS; then on every tile config the
+    model can use, and on the pair of tile configs the GeMMs alone ran fastest on (per_gemm_tiles),
+    in each order of orders_for(M), StreamSync, PDL alone, each policy +PDL and +Chain (with split-K
+    where it applies); cuBLAS (eager, graph) and the floor. Every row has "kernel": "sm90"."""
     from cusyncgen.cuda import baselines, driver, sm90
     from cusyncgen.cuda.lazy import cupy
 
@@ -415,12 +476,16 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     work = [(m, M) for m in models for M in sizes]
     for i, (model, M) in enumerate(work):
         t0 = time.time()
-        tiles = tile_candidates(model, M, lib_configs)
+        gbufs = MLPSm90(model, M).buffers(seed=1000 * i)
+        point_g = gemm_rows(model, M, lib_configs, gbufs, stream, iters)
+        grows += point_g
+        del gbufs
         point, keep = [], None
-        for cand in candidates(model, M, lib_configs):
+        for cand in candidates(model, M, lib_configs, per_gemm_tiles(point_g)):
             pr, mlp, sets, outs, ref = measure_point(model, M, iters, stream, seed=1000 * i, tile=cand.config,
                                                      grouped2=cand.grouped2, banded1=cand.banded1,
-                                                     banded2=cand.banded2)
+                                                     banded2=cand.banded2, tile2=cand.config2,
+                                                     grouped1=cand.grouped1)
             point += pr
             if keep is None:
                 keep = (mlp, sets, ref)
@@ -431,7 +496,6 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
         mlp, sets, ref = keep
         vendor = sm80.vendor_rows(mlp.model, M, sets[0], ref, base, iters, ceil)
         rows += [dict(r, kernel="sm90") for r in vendor]
-        grows += gemm_rows(model, M, tiles, sets[0], stream, iters)
         if progress:
             best = min((r for r in point if r["correct"]), key=lambda r: r["time_us"], default=None)
             cb = next(r["time_us"] for r in vendor if r["config"] == "cuBLAS+graph")
@@ -485,9 +549,10 @@ def library_digest() -> str:
 
 
 def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
-    """Measure (or reuse from the cache, keyed model|M|tiles|library) every candidate (every tile
-    config; past GROUPED2_MIN_M also with the second GeMM grouped) of every (model, M) and choose
-    per size. device: report from the cache of that device without a GPU."""
+    """Measure (or reuse from the cache, keyed model|M|tiles|library) every candidate (candidates:
+    every tile config in the orders of orders_for(M), and the pair of tile configs the GeMMs alone
+    ran fastest on, measured first and cached as model|M|gemm|library) of every (model, M) and
+    choose per size. device: report from the cache of that device without a GPU."""
     import json
     from pathlib import Path
 
@@ -511,7 +576,15 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
         for M in sweep:
             t0 = time.time()
             rows = []
-            for tiles in candidates(model, M, configs):
+            gkey = f"{model}|{M}|gemm|{runtime}"
+            if gkey not in entries:
+                if device is not None:
+                    raise KeyError(f"{model} M={M}: the GeMMs alone are not in the cache for {dev} (library {runtime})")
+                gbufs = MLPSm90(model, M).buffers(seed=M)
+                entries[gkey] = {"gemm": gemm_rows(model, M, configs, gbufs, stream, iters)}
+                cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                del gbufs
+            for tiles in candidates(model, M, configs, per_gemm_tiles(entries[gkey]["gemm"])):
                 key = f"{model}|{M}|{tiles.label}|{runtime}"
                 if key not in entries:
                     if device is not None:
@@ -519,7 +592,8 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                                        f"{runtime})")
                     point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tiles.config,
                                                    grouped2=tiles.grouped2, banded1=tiles.banded1,
-                                                   banded2=tiles.banded2)
+                                                   banded2=tiles.banded2, tile2=tiles.config2,
+                                                   grouped1=tiles.grouped1)
                     entries[key] = {"rows": point, "tiles": tiles.label}
                     cache_path.write_text(json.dumps(cache, indent=1) + "\n")
                     del mlp
