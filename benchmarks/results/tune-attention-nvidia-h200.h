@@ -6,15 +6,15 @@ namespace cusync_dispatch {
 
 struct Choice {
   int max_m;           // tuned size
-  const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
-  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
+  const char* config;  // StreamSync, PDL, or <Policy>[+PDL|+Chain][+W][+R][+T][/split-K]
+  int bm1, bn1, bm2, bn2;  // the producer GeMM's tile (rows, columns), the consumer's (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
   const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice attention_gpt3_gen_Sp1024[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0, ""},
-    {4, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
@@ -24,8 +24,8 @@ inline const Choice& select_attention_gpt3_gen_Sp1024(int m) {
   return attention_gpt3_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp2048[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0, ""},
-    {4, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
@@ -35,8 +35,8 @@ inline const Choice& select_attention_gpt3_gen_Sp2048(int m) {
   return attention_gpt3_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_gpt3_gen_Sp512[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0, ""},
-    {4, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
@@ -46,9 +46,9 @@ inline const Choice& select_attention_gpt3_gen_Sp512(int m) {
   return attention_gpt3_gen_Sp512[n - 1];
 }
 constexpr Choice attention_gpt3_prompt[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "PDL", 0, 0, 0, 1.001, ""},
-    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
+    {512, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {1024, "PDL", 0, 0, 0, 0, 1.001, ""},
+    {2048, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_prompt(int m) {
@@ -58,9 +58,9 @@ inline const Choice& select_attention_gpt3_prompt(int m) {
   return attention_gpt3_prompt[n - 1];
 }
 constexpr Choice attention_gpt3_prompt_causal[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "TileSync+PDL", 0, 0, 0, 1.0967, ""},
-    {2048, "StreamSync", 0, 0, 0, 1.0, ""},
+    {512, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {1024, "TileSync+PDL", 0, 0, 0, 0, 1.0967, ""},
+    {2048, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_gpt3_prompt_causal(int m) {
@@ -70,8 +70,8 @@ inline const Choice& select_attention_gpt3_prompt_causal(int m) {
   return attention_gpt3_prompt_causal[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp1024[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0, ""},
-    {4, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp1024(int m) {
@@ -81,8 +81,8 @@ inline const Choice& select_attention_llama_gen_Sp1024(int m) {
   return attention_llama_gen_Sp1024[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp2048[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0, ""},
-    {4, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp2048(int m) {
@@ -92,8 +92,8 @@ inline const Choice& select_attention_llama_gen_Sp2048(int m) {
   return attention_llama_gen_Sp2048[n - 1];
 }
 constexpr Choice attention_llama_gen_Sp512[] = {
-    {1, "StreamSync", 0, 0, 0, 1.0, ""},
-    {4, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {4, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_attention_llama_gen_Sp512(int m) {
@@ -103,9 +103,9 @@ inline const Choice& select_attention_llama_gen_Sp512(int m) {
   return attention_llama_gen_Sp512[n - 1];
 }
 constexpr Choice attention_llama_prompt[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "StreamSync", 0, 0, 0, 1.0, ""},
-    {2048, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 1.0268, ""},
+    {512, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {1024, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {2048, "StridedSync+RowSync+TileSync+PDL", 0, 0, 0, 0, 1.0268, ""},
 };
 
 inline const Choice& select_attention_llama_prompt(int m) {
@@ -115,9 +115,9 @@ inline const Choice& select_attention_llama_prompt(int m) {
   return attention_llama_prompt[n - 1];
 }
 constexpr Choice attention_llama_prompt_causal[] = {
-    {512, "StreamSync", 0, 0, 0, 1.0, ""},
-    {1024, "RowSync+PDL", 0, 0, 0, 1.0122, ""},
-    {2048, "RowSync+PDL", 0, 0, 0, 1.0071, ""},
+    {512, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {1024, "RowSync+PDL", 0, 0, 0, 0, 1.0122, ""},
+    {2048, "RowSync+PDL", 0, 0, 0, 0, 1.0071, ""},
 };
 
 inline const Choice& select_attention_llama_prompt_causal(int m) {

@@ -6,22 +6,22 @@ namespace cusync_dispatch {
 
 struct Choice {
   int max_m;           // tuned size
-  const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
-  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
+  const char* config;  // StreamSync, PDL, or <Policy>[+PDL|+Chain][+W][+R][+T][/split-K]
+  int bm1, bn1, bm2, bn2;  // the producer GeMM's tile (rows, columns), the consumer's (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
   const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice conv2d_resnet38_L1[] = {
-    {1, "PDL", 0, 0, 0, 1.0362, ""},
-    {4, "PDL", 0, 0, 0, 1.018, ""},
-    {8, "StreamSync", 0, 0, 0, 1.0, ""},
-    {12, "Conv2DTileSync+PDL+RT", 0, 0, 0, 1.0449, ""},
-    {16, "PDL", 0, 0, 0, 1.017, ""},
-    {20, "PDL", 0, 0, 0, 1.011, ""},
-    {24, "PDL", 0, 0, 0, 1.009, ""},
-    {28, "PDL", 0, 0, 0, 1.0071, ""},
-    {32, "PDL", 0, 0, 0, 1.0042, ""},
+    {1, "PDL", 0, 0, 0, 0, 1.0362, ""},
+    {4, "PDL", 0, 0, 0, 0, 1.018, ""},
+    {8, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {12, "Conv2DTileSync+PDL+RT", 0, 0, 0, 0, 1.0449, ""},
+    {16, "PDL", 0, 0, 0, 0, 1.017, ""},
+    {20, "PDL", 0, 0, 0, 0, 1.011, ""},
+    {24, "PDL", 0, 0, 0, 0, 1.009, ""},
+    {28, "PDL", 0, 0, 0, 0, 1.0071, ""},
+    {32, "PDL", 0, 0, 0, 0, 1.0042, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L1(int m) {
@@ -31,15 +31,15 @@ inline const Choice& select_conv2d_resnet38_L1(int m) {
   return conv2d_resnet38_L1[n - 1];
 }
 constexpr Choice conv2d_resnet38_L2[] = {
-    {1, "PDL/split-K", 0, 0, 0, 1.0249, ""},
-    {4, "PDL", 0, 0, 0, 1.0257, ""},
-    {8, "PDL", 0, 0, 0, 1.0193, ""},
-    {12, "PDL", 0, 0, 0, 1.0063, ""},
-    {16, "StreamSync", 0, 0, 0, 1.0, ""},
-    {20, "PDL", 0, 0, 0, 1.0017, ""},
-    {24, "PDL", 0, 0, 0, 1.0021, ""},
-    {28, "PDL", 0, 0, 0, 1.0096, ""},
-    {32, "PDL", 0, 0, 0, 1.0028, ""},
+    {1, "PDL/split-K", 0, 0, 0, 0, 1.0249, ""},
+    {4, "PDL", 0, 0, 0, 0, 1.0257, ""},
+    {8, "PDL", 0, 0, 0, 0, 1.0193, ""},
+    {12, "PDL", 0, 0, 0, 0, 1.0063, ""},
+    {16, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {20, "PDL", 0, 0, 0, 0, 1.0017, ""},
+    {24, "PDL", 0, 0, 0, 0, 1.0021, ""},
+    {28, "PDL", 0, 0, 0, 0, 1.0096, ""},
+    {32, "PDL", 0, 0, 0, 0, 1.0028, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L2(int m) {
@@ -49,15 +49,15 @@ inline const Choice& select_conv2d_resnet38_L2(int m) {
   return conv2d_resnet38_L2[n - 1];
 }
 constexpr Choice conv2d_resnet38_L3[] = {
-    {1, "PDL/split-K", 0, 0, 0, 1.026, ""},
-    {4, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {8, "PDL/split-K", 0, 0, 0, 1.0088, ""},
-    {12, "PDL/split-K", 0, 0, 0, 1.0022, ""},
-    {16, "Conv2DTileSync+PDL+RT", 0, 0, 0, 1.0185, "all"},
-    {20, "RowSync+PDL+RT", 0, 0, 0, 1.0177, "all"},
-    {24, "StreamSync", 0, 0, 0, 1.0, ""},
-    {28, "PDL", 0, 0, 0, 1.0033, ""},
-    {32, "PDL", 0, 0, 0, 1.001, ""},
+    {1, "PDL/split-K", 0, 0, 0, 0, 1.026, ""},
+    {4, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {8, "PDL/split-K", 0, 0, 0, 0, 1.0088, ""},
+    {12, "PDL/split-K", 0, 0, 0, 0, 1.0022, ""},
+    {16, "Conv2DTileSync+PDL+RT", 0, 0, 0, 0, 1.0185, "all"},
+    {20, "RowSync+PDL+RT", 0, 0, 0, 0, 1.0177, "all"},
+    {24, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {28, "PDL", 0, 0, 0, 0, 1.0033, ""},
+    {32, "PDL", 0, 0, 0, 0, 1.001, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L3(int m) {
@@ -67,15 +67,15 @@ inline const Choice& select_conv2d_resnet38_L3(int m) {
   return conv2d_resnet38_L3[n - 1];
 }
 constexpr Choice conv2d_resnet38_L4[] = {
-    {1, "PDL/split-K", 0, 0, 0, 1.0091, ""},
-    {4, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {8, "PDL/split-K", 0, 0, 0, 1.0072, ""},
-    {12, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {16, "PDL/split-K", 0, 0, 0, 1.0013, ""},
-    {20, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {24, "PDL/split-K", 0, 0, 0, 1.0084, ""},
-    {28, "PDL/split-K", 0, 0, 0, 1.007, ""},
-    {32, "RowSync+PDL+RT", 0, 0, 0, 1.0285, "all"},
+    {1, "PDL/split-K", 0, 0, 0, 0, 1.0091, ""},
+    {4, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {8, "PDL/split-K", 0, 0, 0, 0, 1.0072, ""},
+    {12, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {16, "PDL/split-K", 0, 0, 0, 0, 1.0013, ""},
+    {20, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {24, "PDL/split-K", 0, 0, 0, 0, 1.0084, ""},
+    {28, "PDL/split-K", 0, 0, 0, 0, 1.007, ""},
+    {32, "RowSync+PDL+RT", 0, 0, 0, 0, 1.0285, "all"},
 };
 
 inline const Choice& select_conv2d_resnet38_L4(int m) {
@@ -85,15 +85,15 @@ inline const Choice& select_conv2d_resnet38_L4(int m) {
   return conv2d_resnet38_L4[n - 1];
 }
 constexpr Choice conv2d_vgg19_L3[] = {
-    {1, "PDL/split-K", 0, 0, 0, 1.0473, ""},
-    {4, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {8, "PDL/split-K", 0, 0, 0, 1.0368, ""},
-    {12, "PDL/split-K", 0, 0, 0, 1.0229, ""},
-    {16, "Conv2DTileSync+PDL+RT", 0, 0, 0, 1.0362, "all"},
-    {20, "RowSync+PDL+RT", 0, 0, 0, 1.035, "all"},
-    {24, "PDL", 0, 0, 0, 1.0134, ""},
-    {28, "PDL", 0, 0, 0, 1.0178, ""},
-    {32, "PDL", 0, 0, 0, 1.0116, ""},
+    {1, "PDL/split-K", 0, 0, 0, 0, 1.0473, ""},
+    {4, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {8, "PDL/split-K", 0, 0, 0, 0, 1.0368, ""},
+    {12, "PDL/split-K", 0, 0, 0, 0, 1.0229, ""},
+    {16, "Conv2DTileSync+PDL+RT", 0, 0, 0, 0, 1.0362, "all"},
+    {20, "RowSync+PDL+RT", 0, 0, 0, 0, 1.035, "all"},
+    {24, "PDL", 0, 0, 0, 0, 1.0134, ""},
+    {28, "PDL", 0, 0, 0, 0, 1.0178, ""},
+    {32, "PDL", 0, 0, 0, 0, 1.0116, ""},
 };
 
 inline const Choice& select_conv2d_vgg19_L3(int m) {
@@ -103,15 +103,15 @@ inline const Choice& select_conv2d_vgg19_L3(int m) {
   return conv2d_vgg19_L3[n - 1];
 }
 constexpr Choice conv2d_vgg19_L4[] = {
-    {1, "PDL/split-K", 0, 0, 0, 1.0498, ""},
-    {4, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {8, "PDL/split-K", 0, 0, 0, 1.036, ""},
-    {12, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {16, "PDL/split-K", 0, 0, 0, 1.0219, ""},
-    {20, "StreamSync/split-K", 0, 0, 0, 1.0, ""},
-    {24, "PDL/split-K", 0, 0, 0, 1.0112, ""},
-    {28, "PDL/split-K", 0, 0, 0, 1.0157, ""},
-    {32, "RowSync+PDL+T", 0, 0, 0, 1.0655, "all"},
+    {1, "PDL/split-K", 0, 0, 0, 0, 1.0498, ""},
+    {4, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {8, "PDL/split-K", 0, 0, 0, 0, 1.036, ""},
+    {12, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {16, "PDL/split-K", 0, 0, 0, 0, 1.0219, ""},
+    {20, "StreamSync/split-K", 0, 0, 0, 0, 1.0, ""},
+    {24, "PDL/split-K", 0, 0, 0, 0, 1.0112, ""},
+    {28, "PDL/split-K", 0, 0, 0, 0, 1.0157, ""},
+    {32, "RowSync+PDL+T", 0, 0, 0, 0, 1.0655, "all"},
 };
 
 inline const Choice& select_conv2d_vgg19_L4(int m) {

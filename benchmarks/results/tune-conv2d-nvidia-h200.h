@@ -6,22 +6,22 @@ namespace cusync_dispatch {
 
 struct Choice {
   int max_m;           // tuned size
-  const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
-  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
+  const char* config;  // StreamSync, PDL, or <Policy>[+PDL|+Chain][+W][+R][+T][/split-K]
+  int bm1, bn1, bm2, bn2;  // the producer GeMM's tile (rows, columns), the consumer's (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
   const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice conv2d_resnet38_L1[] = {
-    {1, "PDL", 0, 0, 0, 1.0319, ""},
-    {4, "PDL", 0, 0, 0, 1.0131, ""},
-    {8, "PDL", 0, 0, 0, 1.0114, ""},
-    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.1065, ""},
-    {16, "PDL", 0, 0, 0, 1.0103, ""},
-    {20, "PDL", 0, 0, 0, 1.0141, ""},
-    {24, "PDL", 0, 0, 0, 1.0081, ""},
-    {28, "PDL", 0, 0, 0, 1.0017, ""},
-    {32, "PDL", 0, 0, 0, 1.0058, ""},
+    {1, "PDL", 0, 0, 0, 0, 1.0319, ""},
+    {4, "PDL", 0, 0, 0, 0, 1.0131, ""},
+    {8, "PDL", 0, 0, 0, 0, 1.0114, ""},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.1065, ""},
+    {16, "PDL", 0, 0, 0, 0, 1.0103, ""},
+    {20, "PDL", 0, 0, 0, 0, 1.0141, ""},
+    {24, "PDL", 0, 0, 0, 0, 1.0081, ""},
+    {28, "PDL", 0, 0, 0, 0, 1.0017, ""},
+    {32, "PDL", 0, 0, 0, 0, 1.0058, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L1(int m) {
@@ -31,15 +31,15 @@ inline const Choice& select_conv2d_resnet38_L1(int m) {
   return conv2d_resnet38_L1[n - 1];
 }
 constexpr Choice conv2d_resnet38_L2[] = {
-    {1, "PDL", 0, 0, 0, 1.0135, ""},
-    {4, "PDL", 0, 0, 0, 1.0146, ""},
-    {8, "PDL", 0, 0, 0, 1.0124, ""},
-    {12, "PDL", 0, 0, 0, 1.011, ""},
-    {16, "PDL", 0, 0, 0, 1.0047, ""},
-    {20, "RowSync+PDL+R", 0, 0, 0, 1.0659, ""},
-    {24, "RowSync+PDL+R", 0, 0, 0, 1.0135, "all"},
-    {28, "PDL", 0, 0, 0, 1.0071, ""},
-    {32, "PDL", 0, 0, 0, 1.0051, ""},
+    {1, "PDL", 0, 0, 0, 0, 1.0135, ""},
+    {4, "PDL", 0, 0, 0, 0, 1.0146, ""},
+    {8, "PDL", 0, 0, 0, 0, 1.0124, ""},
+    {12, "PDL", 0, 0, 0, 0, 1.011, ""},
+    {16, "PDL", 0, 0, 0, 0, 1.0047, ""},
+    {20, "RowSync+PDL+R", 0, 0, 0, 0, 1.0659, ""},
+    {24, "RowSync+PDL+R", 0, 0, 0, 0, 1.0135, "all"},
+    {28, "PDL", 0, 0, 0, 0, 1.0071, ""},
+    {32, "PDL", 0, 0, 0, 0, 1.0051, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L2(int m) {
@@ -49,15 +49,15 @@ inline const Choice& select_conv2d_resnet38_L2(int m) {
   return conv2d_resnet38_L2[n - 1];
 }
 constexpr Choice conv2d_resnet38_L3[] = {
-    {1, "RowSync+PDL+R", 0, 0, 0, 1.0165, "all"},
-    {4, "PDL", 0, 0, 0, 1.0092, ""},
-    {8, "PDL", 0, 0, 0, 1.0109, ""},
-    {12, "RowSync+PDL+R", 0, 0, 0, 1.0093, "all"},
-    {16, "PDL", 0, 0, 0, 1.0037, ""},
-    {20, "StreamSync", 0, 0, 0, 1.0, ""},
-    {24, "PDL", 0, 0, 0, 1.0111, ""},
-    {28, "PDL", 0, 0, 0, 1.005, ""},
-    {32, "StreamSync", 0, 0, 0, 1.0, ""},
+    {1, "RowSync+PDL+R", 0, 0, 0, 0, 1.0165, "all"},
+    {4, "PDL", 0, 0, 0, 0, 1.0092, ""},
+    {8, "PDL", 0, 0, 0, 0, 1.0109, ""},
+    {12, "RowSync+PDL+R", 0, 0, 0, 0, 1.0093, "all"},
+    {16, "PDL", 0, 0, 0, 0, 1.0037, ""},
+    {20, "StreamSync", 0, 0, 0, 0, 1.0, ""},
+    {24, "PDL", 0, 0, 0, 0, 1.0111, ""},
+    {28, "PDL", 0, 0, 0, 0, 1.005, ""},
+    {32, "StreamSync", 0, 0, 0, 0, 1.0, ""},
 };
 
 inline const Choice& select_conv2d_resnet38_L3(int m) {
@@ -67,15 +67,15 @@ inline const Choice& select_conv2d_resnet38_L3(int m) {
   return conv2d_resnet38_L3[n - 1];
 }
 constexpr Choice conv2d_resnet38_L4[] = {
-    {1, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0633, "all"},
-    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0505, "all"},
-    {8, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0543, "all"},
-    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0355, "all"},
-    {16, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0351, "all"},
-    {20, "RowSync+PDL+R", 0, 0, 0, 1.0291, "all"},
-    {24, "RowSync+PDL+R", 0, 0, 0, 1.0242, "all"},
-    {28, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0206, "all"},
-    {32, "RowSync+PDL+R", 0, 0, 0, 1.0107, "all"},
+    {1, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0633, "all"},
+    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0505, "all"},
+    {8, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0543, "all"},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0355, "all"},
+    {16, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0351, "all"},
+    {20, "RowSync+PDL+R", 0, 0, 0, 0, 1.0291, "all"},
+    {24, "RowSync+PDL+R", 0, 0, 0, 0, 1.0242, "all"},
+    {28, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0206, "all"},
+    {32, "RowSync+PDL+R", 0, 0, 0, 0, 1.0107, "all"},
 };
 
 inline const Choice& select_conv2d_resnet38_L4(int m) {
@@ -85,15 +85,15 @@ inline const Choice& select_conv2d_resnet38_L4(int m) {
   return conv2d_resnet38_L4[n - 1];
 }
 constexpr Choice conv2d_vgg19_L3[] = {
-    {1, "RowSync+PDL+R", 0, 0, 0, 1.0439, "all"},
-    {4, "PDL", 0, 0, 0, 1.0194, ""},
-    {8, "PDL", 0, 0, 0, 1.0033, ""},
-    {12, "Conv2DTileSync+PDL", 0, 0, 0, 1.0278, "all"},
-    {16, "PDL", 0, 0, 0, 1.019, ""},
-    {20, "RowSync+PDL", 0, 0, 0, 1.0065, "all"},
-    {24, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0577, "all"},
-    {28, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0351, "all"},
-    {32, "PDL", 0, 0, 0, 1.0109, ""},
+    {1, "RowSync+PDL+R", 0, 0, 0, 0, 1.0439, "all"},
+    {4, "PDL", 0, 0, 0, 0, 1.0194, ""},
+    {8, "PDL", 0, 0, 0, 0, 1.0033, ""},
+    {12, "Conv2DTileSync+PDL", 0, 0, 0, 0, 1.0278, "all"},
+    {16, "PDL", 0, 0, 0, 0, 1.019, ""},
+    {20, "RowSync+PDL", 0, 0, 0, 0, 1.0065, "all"},
+    {24, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0577, "all"},
+    {28, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0351, "all"},
+    {32, "PDL", 0, 0, 0, 0, 1.0109, ""},
 };
 
 inline const Choice& select_conv2d_vgg19_L3(int m) {
@@ -103,15 +103,15 @@ inline const Choice& select_conv2d_vgg19_L3(int m) {
   return conv2d_vgg19_L3[n - 1];
 }
 constexpr Choice conv2d_vgg19_L4[] = {
-    {1, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0314, "all"},
-    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.084, "all"},
-    {8, "RowSync+PDL+R", 0, 0, 0, 1.0709, "all"},
-    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 1.0686, "all"},
-    {16, "RowSync+PDL+R", 0, 0, 0, 1.0713, "all"},
-    {20, "RowSync+PDL+R", 0, 0, 0, 1.0725, "all"},
-    {24, "RowSync+PDL", 0, 0, 0, 1.039, "all"},
-    {28, "RowSync+PDL", 0, 0, 0, 1.0374, "all"},
-    {32, "Conv2DTileSync+PDL", 0, 0, 0, 1.0266, "all"},
+    {1, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0314, "all"},
+    {4, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.084, "all"},
+    {8, "RowSync+PDL+R", 0, 0, 0, 0, 1.0709, "all"},
+    {12, "Conv2DTileSync+PDL+R", 0, 0, 0, 0, 1.0686, "all"},
+    {16, "RowSync+PDL+R", 0, 0, 0, 0, 1.0713, "all"},
+    {20, "RowSync+PDL+R", 0, 0, 0, 0, 1.0725, "all"},
+    {24, "RowSync+PDL", 0, 0, 0, 0, 1.039, "all"},
+    {28, "RowSync+PDL", 0, 0, 0, 0, 1.0374, "all"},
+    {32, "Conv2DTileSync+PDL", 0, 0, 0, 0, 1.0266, "all"},
 };
 
 inline const Choice& select_conv2d_vgg19_L4(int m) {

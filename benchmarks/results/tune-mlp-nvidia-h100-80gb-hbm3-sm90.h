@@ -7,21 +7,21 @@ namespace cusync_dispatch {
 struct Choice {
   int max_m;           // tuned size
   const char* config;  // StreamSync, PDL, or <Policy>[+PDL|+Chain][+W][+R][+T][/split-K]
-  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
+  int bm1, bn1, bm2, bn2;  // the producer GeMM's tile (rows, columns), the consumer's (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
   const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice mlp_gpt3[] = {
-    {1, "TileSync+Chain/split-K", 64, 128, 128, 1.021, ""},
-    {16, "PDL", 64, 128, 128, 1.0051, ""},
-    {64, "PDL", 64, 128, 128, 1.0122, ""},
-    {128, "StreamSync", 128, 128, 128, 1.0, ""},
-    {256, "TileSync+Chain/split-K", 128, 192, 192, 1.0379, ""},
-    {512, "StreamSync/split-K", 128, 128, 128, 1.0, ""},
-    {1024, "StreamSync/split-K", 128, 256, 256, 1.0, ""},
-    {2048, "StreamSync", 128, 256, 256, 1.0, ""},
-    {4096, "TileSync+PDL", 128, 256, 256, 1.0128, ""},
+    {1, "RowSync+Chain/split-K", 64, 128, 64, 128, 1.0274, ""},
+    {16, "TileSync+Chain/split-K", 64, 128, 64, 128, 1.03, ""},
+    {64, "PDL", 64, 128, 64, 128, 1.0229, ""},
+    {128, "TileSync+Chain", 64, 128, 64, 128, 1.0013, ""},
+    {256, "TileSync+Chain/split-K", 128, 192, 128, 192, 1.0173, ""},
+    {512, "StreamSync/split-K", 128, 128, 128, 128, 1.0, ""},
+    {1024, "StreamSync/split-K", 128, 256, 128, 256, 1.0, ""},
+    {2048, "RowSync+PDL", 256, 128, 256, 128, 1.0359, ""},
+    {4096, "RowSync+PDL", 128, 256, 128, 256, 1.0243, ""},
 };
 
 inline const Choice& select_mlp_gpt3(int m) {
@@ -31,15 +31,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama_ep[] = {
-    {1, "PDL", 64, 128, 128, 1.0264, ""},
-    {16, "TileSync+PDL", 64, 128, 128, 1.0308, ""},
-    {64, "TileSync+PDL", 64, 128, 128, 1.0288, ""},
-    {128, "PDL", 64, 128, 128, 1.0111, ""},
-    {256, "StreamSync", 128, 128, 128, 1.0, ""},
-    {512, "TileSync+Chain/split-K", 128, 128, 128, 1.0148, ""},
-    {1024, "TileSync+PDL/split-K", 256, 128, 128, 1.0205, ""},
-    {2048, "StreamSync", 256, 128, 128, 1.0, ""},
-    {4096, "PDL/split-K", 256, 128, 128, 1.0259, ""},
+    {1, "TileSync+PDL/split-K", 64, 128, 64, 128, 1.0334, ""},
+    {16, "PDL", 64, 128, 64, 128, 1.0312, ""},
+    {64, "PDL", 64, 128, 64, 128, 1.0259, ""},
+    {128, "PDL", 64, 128, 64, 128, 1.0245, ""},
+    {256, "StreamSync", 128, 128, 128, 128, 1.0, ""},
+    {512, "PDL/split-K", 128, 128, 128, 128, 1.0137, ""},
+    {1024, "TileSync+PDL/split-K", 256, 128, 256, 128, 1.0183, ""},
+    {2048, "TileSync+PDL/split-K", 256, 128, 128, 256, 1.0055, ""},
+    {4096, "StreamSync/split-K", 256, 128, 128, 256, 1.0, ""},
 };
 
 inline const Choice& select_mlp_llama_ep(int m) {

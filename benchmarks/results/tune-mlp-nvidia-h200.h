@@ -6,22 +6,22 @@ namespace cusync_dispatch {
 
 struct Choice {
   int max_m;           // tuned size
-  const char* config;  // StreamSync, PDL, or <Policy>[+PDL][+W][+R][+T]
-  int bm, bn1, bn2;    // row tile; column tile of the producer and of the consumer GeMM (0: the workload's fixed tiles)
+  const char* config;  // StreamSync, PDL, or <Policy>[+PDL|+Chain][+W][+R][+T][/split-K]
+  int bm1, bn1, bm2, bn2;  // the producer GeMM's tile (rows, columns), the consumer's (0: the workload's fixed tiles)
   double speedup;      // measured over StreamSync at max_m
   const char* sync_warp;  // kernels that wait in a sync warp of their own: "auto" (the host's rule), "" (none), or a list
 };
 
 constexpr Choice mlp_gpt3[] = {
-    {1, "PDL", 64, 64, 64, 1.0012, "auto"},
-    {16, "PDL", 64, 64, 64, 1.0062, "auto"},
-    {64, "RowSync+PDL+T", 64, 64, 64, 1.0072, "auto"},
-    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0356, "auto"},
-    {256, "RowSync+R", 128, 128, 128, 1.0439, "auto"},
-    {512, "TileSync", 128, 128, 128, 1.2717, "auto"},
-    {1024, "RowSync+RT", 128, 128, 128, 1.0267, "auto"},
-    {2048, "RowSync+PDL+RT", 128, 128, 128, 1.024, "auto"},
-    {4096, "TileSync+T", 128, 128, 128, 1.0303, "auto"},
+    {1, "PDL", 64, 64, 64, 64, 1.0012, "auto"},
+    {16, "PDL", 64, 64, 64, 64, 1.0062, "auto"},
+    {64, "RowSync+PDL+T", 64, 64, 64, 64, 1.0072, "auto"},
+    {128, "RowSync+PDL+RT", 128, 128, 128, 128, 1.0356, "auto"},
+    {256, "RowSync+R", 128, 128, 128, 128, 1.0439, "auto"},
+    {512, "TileSync", 128, 128, 128, 128, 1.2717, "auto"},
+    {1024, "RowSync+RT", 128, 128, 128, 128, 1.0267, "auto"},
+    {2048, "RowSync+PDL+RT", 128, 128, 128, 128, 1.024, "auto"},
+    {4096, "TileSync+T", 128, 128, 128, 128, 1.0303, "auto"},
 };
 
 inline const Choice& select_mlp_gpt3(int m) {
@@ -31,15 +31,15 @@ inline const Choice& select_mlp_gpt3(int m) {
   return mlp_gpt3[n - 1];
 }
 constexpr Choice mlp_llama[] = {
-    {1, "PDL", 64, 64, 64, 1.0159, "auto"},
-    {16, "PDL", 64, 64, 64, 1.0155, "auto"},
-    {64, "PDL", 64, 64, 64, 1.0131, "auto"},
-    {128, "StreamSync", 64, 64, 128, 1.0, "auto"},
-    {256, "StreamSync", 64, 64, 128, 1.0, "auto"},
-    {512, "StreamSync", 64, 64, 128, 1.0, "auto"},
-    {1024, "PDL", 128, 64, 256, 1.0111, "auto"},
-    {2048, "RowSync", 128, 64, 256, 1.0146, "auto"},
-    {4096, "PDL", 128, 64, 256, 1.0223, "auto"},
+    {1, "PDL", 64, 64, 64, 64, 1.0159, "auto"},
+    {16, "PDL", 64, 64, 64, 64, 1.0155, "auto"},
+    {64, "PDL", 64, 64, 64, 64, 1.0131, "auto"},
+    {128, "StreamSync", 64, 64, 64, 128, 1.0, "auto"},
+    {256, "StreamSync", 64, 64, 64, 128, 1.0, "auto"},
+    {512, "StreamSync", 64, 64, 64, 128, 1.0, "auto"},
+    {1024, "PDL", 128, 64, 128, 256, 1.0111, "auto"},
+    {2048, "RowSync", 128, 64, 128, 256, 1.0146, "auto"},
+    {4096, "PDL", 128, 64, 128, 256, 1.0223, "auto"},
 };
 
 inline const Choice& select_mlp_llama(int m) {
@@ -49,15 +49,15 @@ inline const Choice& select_mlp_llama(int m) {
   return mlp_llama[n - 1];
 }
 constexpr Choice mlp_llama_ep[] = {
-    {1, "PDL", 64, 128, 64, 1.016, "auto"},
-    {16, "PDL", 64, 128, 64, 1.014, "auto"},
-    {64, "PDL", 64, 128, 64, 1.0128, "auto"},
-    {128, "RowSync+PDL+RT", 128, 128, 128, 1.0307, "auto"},
-    {256, "RowSync+PDL+RT", 128, 128, 128, 1.0332, "auto"},
-    {512, "RowSync+PDL+T", 128, 128, 128, 1.0939, "auto"},
-    {1024, "RowSync+T", 128, 128, 128, 1.0639, "auto"},
-    {2048, "TileSync", 128, 128, 128, 1.0675, "auto"},
-    {4096, "TileSync", 128, 128, 128, 1.0784, "auto"},
+    {1, "PDL", 64, 128, 64, 64, 1.016, "auto"},
+    {16, "PDL", 64, 128, 64, 64, 1.014, "auto"},
+    {64, "PDL", 64, 128, 64, 64, 1.0128, "auto"},
+    {128, "RowSync+PDL+RT", 128, 128, 128, 128, 1.0307, "auto"},
+    {256, "RowSync+PDL+RT", 128, 128, 128, 128, 1.0332, "auto"},
+    {512, "RowSync+PDL+T", 128, 128, 128, 128, 1.0939, "auto"},
+    {1024, "RowSync+T", 128, 128, 128, 128, 1.0639, "auto"},
+    {2048, "TileSync", 128, 128, 128, 128, 1.0675, "auto"},
+    {4096, "TileSync", 128, 128, 128, 128, 1.0784, "auto"},
 };
 
 inline const Choice& select_mlp_llama_ep(int m) {
