@@ -42,8 +42,6 @@ def variant_list(model: str):
     for p in sm90.POLICIES:   # each GeMM on its own tile: a consumer tile waits on two producer row blocks
         out.append((model, "64x128x64", "pdl+policy", p, "none", False, False, "pair", c))
     out.append((model, c, "chain", "TileSync", "none", True, "G1", "pair"))   # both GeMMs grouped
-    out += [(model, c, "chain", "TileSync", "none", False, False, "tma"),      # the TMA-store epilogue
-            (model, "128x128x64pp", "pdl+policy", "RowSync", ((2, 30), 1), False, False, "tma")]
     out += [(model, c, "chain", "RowSync", (3, 2), False, False, "quad"),       # split-K in the chain
             (model, c, "pdl+policy", "TileSync", (3, 2), True, False, "quad"),  # split-K, grouped consumer
             (model, c, "chain", "RowSync", "none", True, True, "quad"),         # banded producer, grouped consumer

@@ -41,9 +41,8 @@ POLICIES = ("TileSync", "RowSync")
 # sm90_api.h
 EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = 0, 1, 2, 3
 PDL_TRIGGER, PDL_WAIT, PDL_LAUNCH = 1, 2, 4
-# CusyncSm90Store: quad-transposed 16-byte stores, fp16-pair stores (default), TMA stores from shared memory
-STORE_QUAD, STORE_PAIR, STORE_TMA = 0, 1, 2
-STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR, "tma": STORE_TMA}
+STORE_QUAD, STORE_PAIR = 0, 1  # CusyncSm90Store: quad-transposed 16-byte stores, fp16-pair stores (default)
+STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
 DIM_KINDS = {"tile": 0, "all": 1, "mod": 2, "div": 3}
 LLAMA_EP_BLOCK = 64  # [W1|V] row interleaving of llama-ep's first weight (cusyncgen.cuda.modules)
 
@@ -508,9 +507,8 @@ def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilo
               order: "Order | None" = None, splits: "int | Split" = 1, store: int = STORE_PAIR) -> Gemm:
     """One GeMM's descriptor. splits: an int S (every tile split S ways) or a Split (the tiles from
     its start on). store: STORE_PAIR (the register epilogue's fp16-pair stores, the default: 5%
-    faster on average on the H100, docs/design.md), STORE_QUAD (16-byte stores after a transpose
-    inside each quad; C must be 16-byte aligned) or STORE_TMA (the quad-transposed rows staged in
-    shared memory, 32 columns at a time, each chunk one TMA store; C 16-byte aligned)."""
+    faster on average on the H100, docs/design.md) or STORE_QUAD (16-byte stores after a transpose
+    inside each quad; C must be 16-byte aligned)."""
     bm, bn, bk = tile_dims(config)
     sp = as_split(splits)
     if sp.S < 1 or sp.S > K // bk:

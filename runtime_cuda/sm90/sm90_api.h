@@ -28,8 +28,6 @@ enum CusyncSm90Epilogue {
 enum CusyncSm90Store {
   CUSYNC_SM90_STORE_QUAD = 0,  // the 4 threads of a quad exchange fp16 pairs (shuffles): 16-byte stores, full sectors
   CUSYNC_SM90_STORE_PAIR = 1,  // each thread stores its fp16 pairs (4-byte stores, half of each 32-byte sector)
-  CUSYNC_SM90_STORE_TMA = 2,   // the quad-transposed 16-byte rows into shared memory, 32 columns at a time
-                               // (two buffers), each chunk written by one TMA store (cp.async.bulk.tensor)
 };
 
 // Launch flags.
@@ -87,7 +85,7 @@ typedef struct {
   // (data-parallel waves, then a split-K tail).
   int32_t split_from;
   // How the epilogue writes C (CusyncSm90Store): 0 quad-transposed 16-byte stores, 1 the register
-  // epilogue's 4-byte fp16-pair stores, 2 TMA stores from shared memory.
+  // epilogue's 4-byte fp16-pair stores.
   int32_t store;
   // The producer's row tile (its BM) where it differs from this GeMM's: a consumer tile then reads
   // BM / in_tile_m producer row blocks (or part of one); 0: the same BM. Both powers of two >= 64.

@@ -20,7 +20,6 @@
 //   - epoch: one ticket atomic per CTA at kernel start, broadcast through shared memory.
 #pragma once
 
-#include <cuda.h>
 #include <cuda_fp16.h>
 #include <stdio.h>
 
@@ -67,30 +66,6 @@ __device__ __forceinline__ long long globaltimer_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-// The TMA-store epilogue (CUSYNC_SM90_STORE_TMA): shared-memory stores, the generic-to-async proxy
-// fence for shared memory, a 2D bulk tensor store and its bulk-group bookkeeping.
-__device__ __forceinline__ void st_shared_v4(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))),
-               "r"(a), "r"(b), "r"(c), "r"(d)
-               : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* smem, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
-               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))), "r"(c0), "r"(c1)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// at most N bulk groups still reading their shared-memory source
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory"); }
-// at most N bulk groups not complete (their global writes performed)
-template <int N>
-__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // Semaphores only grow: compare in two's complement (valid while < 2^31 posts ahead).
@@ -213,13 +188,7 @@ struct Config {
   using ClusterShape = Shape<_1, _1, _1>;
   using Schedule = cute::conditional_t<(BM >= 128 && !PingPong), cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                                        cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
-  // The TMA-store epilogue's staging: per consumer group two buffers of a 32-column chunk of the
-  // tile (BM rows x 64 bytes, dense: the quad-transposed 16-byte rows land conflict-free).
-  static constexpr int kEpiCols = 32;
-  static constexpr int kEpiBufBytes = BM * kEpiCols * 2;
-  static constexpr int kConsumerGroups = PingPong ? 2 : 1;  // of kMmaThreads each
-  // the kernel's own shared memory (epoch, ...: 1 KB) and the epilogue staging
-  static constexpr int kCarveout = 1024 + kConsumerGroups * 2 * kEpiBufBytes;
+  static constexpr int kCarveout = 1024;  // the kernel's own shared memory (epoch), rounded up
   using BaseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, cutlass::layout::RowMajor, 8,
       cutlass::half_t, cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
@@ -227,6 +196,7 @@ struct Config {
   using Mainloop = SyncMainloop<BaseMainloop>;
   using TiledMma = typename Mainloop::TiledMma;
   static constexpr int kMmaThreads = size(TiledMma{});  // the threads of one tile's MMA and epilogue
+  static constexpr int kConsumerGroups = PingPong ? 2 : 1;  // of kMmaThreads each
   static constexpr int kThreads = kConsumerGroups * kMmaThreads + 128;  // + the producer warp group
   static constexpr int kRegsPerThread = BM * BN / kMmaThreads;
   static constexpr int kLoadRegs = kRegsPerThread >= 208 ? 24 : 40;
@@ -234,7 +204,6 @@ struct Config {
 
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
-    alignas(128) uint8_t epi[kConsumerGroups][2][kEpiBufBytes];  // CUSYNC_SM90_STORE_TMA
     uint32_t epoch;
     uint32_t sync_ready;     // the sync warp's published count of verified k-tiles (waiting items, in item order)
     uint32_t split_last[2];  // split-K: whether this consumer (group) reduces its current tile
@@ -244,7 +213,6 @@ struct Config {
 
 template <class Cfg>
 struct KernelParams {
-  CUtensorMap c_map[2];      // CUSYNC_SM90_STORE_TMA: C as [rows M, output columns], box 32 columns x BM rows
   typename Cfg::Mainloop::Params ml[2];
   CusyncSm90Gemm g[2];
   float* partials[2];        // split-K: fp32 partial tiles [tile][split][BM * BN] (null: no split)
@@ -349,57 +317,6 @@ __device__ __forceinline__ void store_quads(const Accum& accum, const Coord& tCc
   }
 }
 
-// The TMA-store epilogue's state of one consumer group: its C tensor map, its two staging buffers,
-// the chunks it has stored (which buffer is next), its named barrier, and whether this thread issues
-// the stores (the group's thread 0).
-struct EpiTma {
-  const CUtensorMap* map;
-  uint8_t* buf;
-  uint32_t seq;
-  int bar_id;
-  bool issuer;
-};
-
-// The TMA-store epilogue of a fragment, 32 columns (one 4-group block per row half and M repeat) at a
-// time: the issuer waits until the store that last read the chunk's buffer is done reading, the
-// group meets at its named barrier, every thread writes its quad-transposed 16-byte rows (row m,
-// bytes 16q) into the buffer, fences them against the async proxy, the group meets again, and the
-// issuer stores the chunk with one TMA store (rows past M are clipped by the tensor map) and commits
-// it as one bulk group. pair / keep / out_col as store_quads.
-template <class Cfg, int V, class Accum, class Coord, class Pair, class Keep, class OutCol>
-__device__ __forceinline__ void store_chunks_tma(const Accum& accum, const Coord& tCcD, int row0, int col0, Pair pair,
-                                                 Keep keep, OutCol out_col, EpiTma& et) {
-  static_assert(V % 16 == 0, "the fragment's columns come in groups of 4 x 8");
-  constexpr int F = decltype(size(accum))::value;
-  constexpr int B = V / 16;  // 32-column chunks per row half
-  static_assert(B * 32 == Cfg::BN, "one wgmma atom spans the tile's columns");
-  const int q = static_cast<int>(threadIdx.x) & 3;
-  CUTLASS_PRAGMA_UNROLL
-  for (int c = 0; c < B; ++c) {
-    if (!keep(4 * c)) continue;
-    uint8_t* buf = et.buf + (et.seq & 1u) * Cfg::kEpiBufBytes;
-    if (et.issuer) bulk_wait_read<1>();
-    named_barrier(et.bar_id, Cfg::kMmaThreads);
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < F / 8; ++j) {
-      if (j % B != c) continue;
-      const int base0 = (j / (2 * B)) * V, h = (j % (2 * B)) / B, grp0 = 4 * c;
-      const int base = base0 + 2 * h + 4 * grp0;
-      uint32_t v0 = pair(base), v1 = pair(base + 4), v2 = pair(base + 8), v3 = pair(base + 12);
-      quad_transpose(v0, v1, v2, v3, q);
-      const int m = get<0>(tCcD(base));
-      st_shared_v4(buf + m * (Cfg::kEpiCols * 2) + 16 * q, v0, v1, v2, v3);
-    }
-    fence_proxy_async_shared();
-    named_barrier(et.bar_id, Cfg::kMmaThreads);
-    if (et.issuer) {
-      tma_store_2d(et.map, buf, out_col(col0 + 32 * c), row0);
-      bulk_commit();
-    }
-    ++et.seq;
-  }
-}
-
 struct EpiId {
   __device__ __forceinline__ float operator()(float x) const { return x; }
 };
@@ -413,8 +330,7 @@ struct EpiGeluErf {
 // The register epilogue of one tile: fusion, fp16 stores (two adjacent columns per store: the wgmma
 // accumulator layout holds column pairs). Rows >= M are not stored.
 template <class Cfg, class Accum>
-__device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y, const Accum& accum, int mma_thread_idx,
-                                           EpiTma& et) {
+__device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y, const Accum& accum, int mma_thread_idx) {
   typename Cfg::TiledMma tiled_mma;
   auto thr = tiled_mma.get_thread_slice(mma_thread_idx);
   Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));
@@ -425,8 +341,7 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
   __half* C = static_cast<__half*>(g.C) + static_cast<size_t>(row0) * g.ldc;
   const int col0 = x * Cfg::BN;
   constexpr int V = decltype(size<0>(accum))::value;
-  if (g.store == CUSYNC_SM90_STORE_QUAD || g.store == CUSYNC_SM90_STORE_TMA) {
-    const bool tma = g.store == CUSYNC_SM90_STORE_TMA;
+  if (g.store == CUSYNC_SM90_STORE_QUAD) {
     // First the fusion over the whole fragment into fp16 pairs (each fp32 accumulator dies as its
     // pair is made, so the live registers shrink), then the exchanges and stores from the pairs.
     // (Fusing inside the store loop kept four pairs' activations -- eight erf evaluations -- in
@@ -444,12 +359,8 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
           if (((i % V) / 4) % 16 < 8)
             h[i / 2] = half2_bits(__floats2half2_rn(swiglu(accum(i), accum(i + 32)), swiglu(accum(i + 1), accum(i + 33))));
         }
-        auto keep = [](int grp) { return grp % 16 < 8; };
-        auto out = [](int gc) { return (gc / 128) * 64 + (gc % 128); };
-        if (tma)
-          store_chunks_tma<Cfg, V>(accum, tCcD, row0, col0, from_h, keep, out, et);
-        else
-          store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, keep, out);
+        store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, [](int grp) { return grp % 16 < 8; },
+                       [](int gc) { return (gc / 128) * 64 + (gc % 128); });
       }
       return;
     }
@@ -465,10 +376,7 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
       }
       h[i / 2] = half2_bits(__floats2half2_rn(a, b));
     }
-    if (tma)
-      store_chunks_tma<Cfg, V>(accum, tCcD, row0, col0, from_h, all, same, et);
-    else
-      store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, all, same);
+    store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, all, same);
     return;
   }
   if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
@@ -753,7 +661,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
     const int bar_id = 1 + group;  // named barrier of this tile's MMA threads (0 is __syncthreads)
     typename Cfg::TiledMma tiled_mma;
     PipelineState read;
-    EpiTma et{nullptr, &ss.epi[group][0][0], 0u, bar_id, mma_thread_idx == 0};
     int j = 0;
     for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G, ++j) {
       const Work wk = item_work(p, w);
@@ -772,26 +679,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
       if (wk.S > 1 && !reduce_splits<Cfg>(p.partials[gi], p.split_count[gi], wk, accum, mma_thread_idx,
                                           &ss.split_last[group], bar_id))
         continue;  // another split of this tile sums the partials, runs the epilogue and posts
-      et.map = &p.c_map[gi];
-      store_tile<Cfg>(g, x, y, accum, mma_thread_idx, et);
+      store_tile<Cfg>(g, x, y, accum, mma_thread_idx);
       if (g.out_sems != nullptr) {
-        if (g.store == CUSYNC_SM90_STORE_TMA) {
-          // Only the issuer wrote C (by TMA): it waits for its bulk groups to complete (the writes
-          // performed), orders them before its later generic accesses (proxy fence), then releases.
-          if (mma_thread_idx == 0) {
-            bulk_wait<0>();
-            fence_proxy_async_global();
-            red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
-          }
-        } else {
-          // Every thread's stores of this tile happen before the release add of the tile's thread 0
-          // (bar.sync of the tile's MMA threads, then a release at gpu scope: cumulative; docs/sm90.md).
-          asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(Cfg::kMmaThreads) : "memory");
-          if (mma_thread_idx == 0) red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
-        }
+        // Every thread's stores of this tile happen before the release add of the tile's thread 0
+        // (bar.sync of the tile's MMA threads, then a release at gpu scope: cumulative; docs/sm90.md).
+        asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(Cfg::kMmaThreads) : "memory");
+        if (mma_thread_idx == 0) red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
       }
     }
-    if (et.issuer) bulk_wait_read<0>();  // the staging buffers outlive every TMA store that reads them
   }
 #endif
 }

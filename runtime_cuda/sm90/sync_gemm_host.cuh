@@ -4,7 +4,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "cutlass/cuda_host_adapter.hpp"
 #include "cutlass/util/packed_stride.hpp"
 #include "plan.h"
 #include "sync_gemm.cuh"
@@ -51,31 +50,15 @@ struct Plan : PlanBase {
       if (g.out_policy.num_sems <= 0 || g.out_policy.extent[0] != X || g.out_policy.extent[1] != Y)
         return CUSYNC_SM90_BAD_SHAPE;
     }
-    if (g.store != CUSYNC_SM90_STORE_QUAD && g.store != CUSYNC_SM90_STORE_PAIR && g.store != CUSYNC_SM90_STORE_TMA)
-      return CUSYNC_SM90_BAD_ARGUMENT;
-    // The quad stores write 16 bytes at C + row * ldc + 8j, a TMA store needs a 16-byte aligned global
-    // address: C must be 16-byte aligned (ldc % 8 == 0 above).
-    if (g.store != CUSYNC_SM90_STORE_PAIR && reinterpret_cast<uintptr_t>(g.C) % 16 != 0) return CUSYNC_SM90_BAD_SHAPE;
+    if (g.store != CUSYNC_SM90_STORE_QUAD && g.store != CUSYNC_SM90_STORE_PAIR) return CUSYNC_SM90_BAD_ARGUMENT;
+    // The quad stores write 16 bytes at C + row * ldc + 8j: C must be 16-byte aligned (ldc % 8 == 0 above).
+    if (g.store == CUSYNC_SM90_STORE_QUAD && reinterpret_cast<uintptr_t>(g.C) % 16 != 0) return CUSYNC_SM90_BAD_SHAPE;
     if (g.order.groups_outer == 2 && (g.order.group_stride < 1 || g.order.group_stride > Y)) return CUSYNC_SM90_BAD_ARGUMENT;
     if (g.splits < 0 || g.splits > g.K / Cfg::BK || g.splits > kMaxSplits) return CUSYNC_SM90_BAD_ARGUMENT;
     if (g.split_from < 0 || g.split_from > X * Y) return CUSYNC_SM90_BAD_ARGUMENT;
     return 0;
   }
   static constexpr int kMaxSplits = 64;
-
-  // C as a 2D tensor [M rows, output columns] (row stride ldc) for the TMA-store epilogue: a box of
-  // Cfg::kEpiCols columns by BM rows, dense in shared memory (no swizzle); rows past M are clipped.
-  static int encode_c_map(const CusyncSm90Gemm& g, CUtensorMap* map) {
-    const int out_cols = g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR ? g.N / 2 : g.N;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(out_cols), static_cast<cuuint64_t>(g.M)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(g.ldc) * 2u};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(Cfg::kEpiCols), static_cast<cuuint32_t>(Cfg::BM)};
-    const cuuint32_t elem[2] = {1u, 1u};
-    const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
-        map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, g.C, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? 0 : CUSYNC_SM90_TMA_DESCRIPTOR;
-  }
 
   ~Plan() override {
     for (int i = 0; i < 2; ++i) {
@@ -104,9 +87,6 @@ struct Plan : PlanBase {
       if (!Mainloop::can_implement(shape, args)) return CUSYNC_SM90_BAD_SHAPE;
       params.ml[i] = Mainloop::to_underlying_arguments(shape, args, nullptr);
       params.g[i] = g;
-      if (g.store == CUSYNC_SM90_STORE_TMA) {
-        if (int r = encode_c_map(g, &params.c_map[i])) return r;
-      }
       const int tiles = tiles_of(g.order);
       // split tiles: those from split_from on (sync_gemm.cuh's item_work), each S items and a
       // workspace slot; a split with no split tile is no split
