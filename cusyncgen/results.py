@@ -340,6 +340,23 @@ def tune_tables(run: Run, base: Path) -> list[str]:
         where = f"{SIZE.get(run.workload, 'M').split(' ')[0]}={top.get('M')}, {top['config']}"
         lines.append(f"| {model} | {_x(g)} | {_x(top.get('speedup_vs_streamsync'))} ({where}) "
                      f"| {n} of {len(cs)} |")
+    confirmed = [c for c in choices if isinstance(c.get("confirm"), dict)]
+    if confirmed:
+        lines += ["", "Re-measured (the choice, the fastest stream order and the vendor library + graph on "
+                  "fresh inputs, in alternating rounds: free of the selection among the candidates):", "",
+                  "| model | over the vendor + graph, geomean over M >= 128 | faster than it | "
+                  "over the fastest stream order, max |", "|---|---|---|---|"]
+        for model in models:
+            cs = [c for c in confirmed if c.get("model", "") == model]
+            if not cs:
+                continue
+            r = {c["M"]: c["confirm"]["vendor_us"] / c["confirm"]["ours_us"] for c in cs}
+            st = [(c["confirm"]["stream_us"] / c["confirm"]["ours_us"], c["M"]) for c in cs
+                  if c["confirm"].get("stream_us")]
+            top = max(st) if st else None
+            lines.append(f"| {model} | {_x(_geomean([v for M, v in r.items() if M >= VENDOR_MIN_M]))} | "
+                         f"{sum(v > 1.0 for v in r.values())} of {len(r)} sizes | "
+                         + (f"{_x(top[0])} (M={top[1]}) |" if top else "- |"))
     has_pred = any(isinstance(c.get("predicted"), dict) for c in choices)
     head = ["model", SIZE.get(run.workload, "M"), "choice", "tiles", "µs", "fastest StreamSync µs",
             "over StreamSync"] + (["planner's choice"] if has_pred else [])

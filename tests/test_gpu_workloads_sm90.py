@@ -57,6 +57,15 @@ def test_per_gemm_tile_configs_are_correct_in_every_two_launch_configuration():
     assert not wrong, wrong
 
 
+def test_confirm_re_measures_a_choice_against_the_stream_order_and_cublas():
+    tiles = W.Sm90Tiles("64x128x64", *W.orders_for(200)[1]).as_dict()
+    choice = {"config": "TileSync+PDL", "tile_cfg": tiles, "fastest_stream_order": "StreamSync",
+              "fastest_stream_order_tile_cfg": W.Sm90Tiles("128x128x64").as_dict()}
+    got = W.confirm("gpt3", 200, choice, iters=3, seed=11)
+    assert got["correct"] and got["rounds"] == W.CONFIRM_ROUNDS and got["rel_err"] < W.TOL
+    assert all(got[k] > 0 for k in ("ours_us", "stream_us", "vendor_us"))
+
+
 def test_the_device_default_is_the_sm90_family():
     assert for_device("mlp").kernel == "sm90" and for_device("mlp", "sm80").kernel == "sm80"
     assert for_device("conv2d").kernel == "sm80"

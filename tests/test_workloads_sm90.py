@@ -210,6 +210,21 @@ def test_choose_is_never_slower_than_the_fastest_stream_order():
               "TileSync+PDL", "TileSync+Chain", "RowSync+PDL", "RowSync+Chain")}))
 
 
+def test_a_choice_slower_than_the_stream_order_when_re_measured_falls_back_to_it():
+    stream_tiles = W.Sm90Tiles("128x128x64", *W.orders_for(200)[1])
+    choice = {"model": "gpt3", "M": 200, "config": "RowSync+Chain/split-K", "tiles": "64x128x64",
+              "tile_cfg": W.Sm90Tiles("64x128x64").as_dict(), "time_us": 100.0, "streamsync_us": 110.0,
+              "fastest_stream_order": "PDL", "fastest_stream_order_us": 104.0,
+              "fastest_stream_order_tile_cfg": stream_tiles.as_dict(), "speedup_vs_stream_order": 1.04}
+    slower = W.settle(choice, {"ours_us": 130.0, "stream_us": 120.0, "vendor_us": 118.0})
+    assert (slower["config"], slower["tiles"], slower["fallback"]) == ("PDL", stream_tiles.label,
+                                                                       "RowSync+Chain/split-K")
+    assert slower["confirm"]["ours_us"] == 120.0 and slower["speedup_vs_stream_order"] == 1.0
+    assert slower["time_us"] == 104.0 and slower["speedup_vs_streamsync"] == round(110 / 104, 4)
+    kept = W.settle(choice, {"ours_us": 115.0, "stream_us": 120.0, "vendor_us": 118.0})
+    assert kept["config"] == "RowSync+Chain/split-K" and "fallback" not in kept and kept["confirm"]["ours_us"] == 115.0
+
+
 def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     from cusyncgen.cuda import tune
     fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 B1 G2"): [11, 10, 10, 3, 10, 10]}
@@ -222,11 +237,18 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     for M in (1, 512):
         cache["NVIDIA H100 80GB HBM3"][f"gpt3|{M}|gemm|lib-abc"] = {
             "gemm": [{"gemm": g + 1, "tile": alone[M][g], "correct": True} for g in range(2)]}
+    # the choices re-measured against the fastest stream order and cuBLAS + graph (confirm)
+    confirmed = {1: ("TileSync+Chain", "128x192x64", 50.0, 55.0, 60.0),
+                 512: ("TileSync+Chain", "128x256x64 B1 G2", 200.0, 210.0, 190.0)}
+    for M, (cfg, tl, ours, strm, vend) in confirmed.items():
+        cache["NVIDIA H100 80GB HBM3"][f"gpt3|{M}|confirm:{cfg}:{tl}|lib-abc"] = {"confirm": {
+            "ours_us": ours, "stream_us": strm, "vendor_us": vend, "rounds": 5, "correct": True, "rel_err": 1e-4}}
     # M = 1: no 256-row tile; M = 512: no 64-row tile, every tile config with the first GeMM banded and
     # the second grouped or banded with the first's bands, and the GeMMs' own pair in both orders
-    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * 5 + 3 + 2
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * 5 + 3 + 2 + 2
     assert sum("256x128x64+128x256x64" in k for k in cache["NVIDIA H100 80GB HBM3"]) == 3
-    labels = [k.split("|")[2] for k in cache["NVIDIA H100 80GB HBM3"] if k.startswith("gpt3|512|")]
+    labels = [k.split("|")[2] for k in cache["NVIDIA H100 80GB HBM3"] if k.startswith("gpt3|512|")
+              and "confirm:" not in k]
     assert sum(x.endswith(" B1 G2") for x in labels) == 6 and sum(x.endswith(" B1 B2") for x in labels) == 6
     assert sum(x.endswith(" G1 G2") for x in labels) == 6
     path = tmp_path / "tune-cache-h100-sm90.json"
@@ -240,7 +262,12 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     table = tune.load_dispatch(tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
     assert tune.select(table, "gpt3", 300) == ("TileSync+Chain", W.Sm90Tiles("128x256x64", True, True))
     assert tune.select(table, "gpt3", 1) == ("TileSync+Chain", W.Sm90Tiles("128x192x64"))
-    assert "## gpt3" in (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()
+    md = (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()
+    assert "## gpt3" in md and "Re-measured on fresh inputs" in md
+    assert "| 1 | 50.0 | 55.0 | 60.0 | 1.100x | 1.200x | yes |" in md
+    assert "| 512 | 200.0 | 210.0 | 190.0 | 1.050x | 0.950x | yes |" in md
+    assert "Geometric mean over M >= 128 against cuBLAS + graph: 0.950x; faster at 1 of 2 sizes." in md
+    assert [c["confirm"]["ours_us"] for c in res["choices"]] == [50.0, 200.0]
     # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family
     with pytest.raises(SystemExit):
         tune.main(["mlp", "--from-cache", str(path), "--models", "llama", "-o", str(tmp_path)])

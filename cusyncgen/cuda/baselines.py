@@ -35,7 +35,8 @@ def ceilings() -> dict:
     return {"peak_flops": peak, "bandwidth": bw}
 
 
-def graph_time(fn, iters: int = 30) -> float:
+def graph_of(fn):
+    """fn captured in a CUDA graph (after three warm-up calls on a side stream): the graph."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -45,6 +46,15 @@ def graph_time(fn, iters: int = 30) -> float:
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
+    return g
+
+
+def graph_time(fn, iters: int = 30) -> float:
+    return _time_torch(graph_of(fn).replay, iters=iters)
+
+
+def replay_time(g, iters: int = 30) -> float:
+    """Median time (us) of a torch CUDA graph's replays."""
     return _time_torch(g.replay, iters=iters)
 
 

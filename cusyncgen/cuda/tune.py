@@ -348,6 +348,37 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def confirm_table(cs: list) -> list:
+    """The re-measured choices (the sm90 MLP's `confirm`): the chosen configuration, the fastest
+    stream order and cuBLAS + graph on fresh inputs in alternating rounds, and their ratios."""
+    cs = [c for c in cs if c.get("confirm")]
+    if not cs:
+        return []
+    rounds = cs[0]["confirm"].get("rounds", "")
+    lines = ["", f"Re-measured on fresh inputs, the three timed in {rounds} alternating rounds (free of the "
+             "selection among the candidates; > 1: the choice is faster):", "",
+             "| M | chosen (us) | fastest stream order (us) | cuBLAS + graph (us) | over the stream order "
+             "| over cuBLAS + graph | all correct |", "|---|---|---|---|---|---|---|"]
+    for c in cs:
+        f = c["confirm"]
+        s = f.get("stream_us")
+        if c.get("fallback"):
+            lines.append(f"| {c['M']} | {f['ours_us']:.1f} (the fastest stream order: {c['fallback']} re-measured slower) | "
+                         f"{s:.1f} | {f['vendor_us']:.1f} | 1.000x | {f['vendor_us'] / f['ours_us']:.3f}x | "
+                         f"{'yes' if f.get('correct') else 'NO'} |")
+            continue
+        lines.append(f"| {c['M']} | {f['ours_us']:.1f} | {s:.1f} | {f['vendor_us']:.1f} | "
+                     f"{s / f['ours_us']:.3f}x | {f['vendor_us'] / f['ours_us']:.3f}x | "
+                     f"{'yes' if f.get('correct') else 'NO'} |" if s else
+                     f"| {c['M']} | {f['ours_us']:.1f} | - | {f['vendor_us']:.1f} | - | "
+                     f"{f['vendor_us'] / f['ours_us']:.3f}x | {'yes' if f.get('correct') else 'NO'} |")
+    big = [c["confirm"]["vendor_us"] / c["confirm"]["ours_us"] for c in cs if c["M"] >= 128]
+    if big:
+        lines += ["", f"Geometric mean over M >= 128 against cuBLAS + graph: {geomean(big):.3f}x; faster at "
+                  f"{sum(c['confirm']['vendor_us'] > c['confirm']['ours_us'] for c in cs)} of {len(cs)} sizes."]
+    return lines
+
+
 def report(result: dict) -> str:
     fixed = all(c["tile_cfg"] is None for c in result["choices"])
     lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""]
@@ -398,6 +429,7 @@ def report(result: dict) -> str:
             lines += ["", "Over the fastest stream order (StreamSync or PDL alone, any tile config): "
                       + ", ".join(f"M={c['M']} {c['speedup_vs_stream_order']:.3f}x ({c['fastest_stream_order']})"
                                   for c in stream) + "."]
+        lines += confirm_table(cs)
         lines += ["", f"Geometric-mean speed-up over StreamSync across the sweep: "
                   f"{geomean(c['speedup_vs_streamsync'] for c in cs):.3f}x"
                   + (f"; prediction matches the measured best policy family at "
@@ -544,14 +576,16 @@ def load_bench(path: Path, workload: str) -> dict:
 
 def load_tune_cache(path: Path) -> dict:
     """A tune cache ({device: {"model|M|tiles|runtime": {"rows": [...], ...}}}; the sm90 MLP also
-    keeps each point's GeMMs alone as "model|M|gemm|runtime": {"gemm": [...]}), checked."""
+    keeps each point's GeMMs alone as "model|M|gemm|runtime": {"gemm": [...]} and its choice
+    re-measured as "model|M|confirm:<config>:<tiles>|runtime": {"confirm": {...}}), checked."""
     data = _read_json(path)
     if isinstance(data, dict) and "rows" in data and "workload" in data:
         raise CusyncError(f"{path}: `cusyncgen bench` results of {data['workload']}, not a tune cache "
                           "(tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)
     ok = isinstance(data, dict) and data and all(
         isinstance(entries, dict) and entries and all(isinstance(k, str) and k.count("|") == 3 and isinstance(v, dict)
-                                                      and ("rows" in v or "gemm" in v) for k, v in entries.items())
+                                                      and ("rows" in v or "gemm" in v or "confirm" in v)
+                                                      for k, v in entries.items())
         for entries in data.values())
     if not ok:
         raise CusyncError(f"{path}: not a tune cache (tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)

@@ -584,14 +584,10 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     return {"device": dev, "workload": "mlp", "vendor": "cuBLAS", "ceilings": ceil, "rows": rows, "gemm": gemm_rows}
 
 
-def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict) -> list[dict]:
-    """The cuBLAS (eager and in a CUDA graph, through PyTorch, on the same operands) and floor rows
-    of one (model, M): the floor is max(FLOPs/peak, bytes/bandwidth) with the ceilings measured in
-    this run. `base`: the point's StreamSync time (us), for speedup_vs_streamsync."""
-    from cusyncgen.cuda import baselines
-
-    x, w1, w2 = bufs
-    tx, tw1, tw2 = (torch.from_dlpack(a) for a in (x, w1, w2))
+def vendor_mlp(m: Model, bufs):
+    """The MLP as a user writes it in PyTorch (cuBLAS GeMMs and the activation), on the given CuPy
+    operands (x, w1, w2): a callable returning the output."""
+    tx, tw1, tw2 = (torch.from_dlpack(a) for a in bufs)
     F = m.K2
 
     def torch_mlp():
@@ -605,6 +601,16 @@ def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict
             h = torch.nn.functional.gelu(yy, approximate="tanh")
         return h @ tw2.T
 
+    return torch_mlp
+
+
+def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict) -> list[dict]:
+    """The cuBLAS (eager and in a CUDA graph, through PyTorch, on the same operands) and floor rows
+    of one (model, M): the floor is max(FLOPs/peak, bytes/bandwidth) with the ceilings measured in
+    this run. `base`: the point's StreamSync time (us), for speedup_vs_streamsync."""
+    from cusyncgen.cuda import baselines
+
+    torch_mlp = vendor_mlp(m, bufs)
     terr = rel_err(cupy.from_dlpack(torch_mlp()), ref)
     rows = []
     for name, t in (("cuBLAS", baselines.time_eager(torch_mlp, iters)), ("cuBLAS+graph", baselines.graph_time(torch_mlp, iters))):
