@@ -13,10 +13,10 @@ struct Choice {
 };
 
 constexpr Choice mlp_gpt3[] = {
-    {1, "RowSync+Chain/split-K", 64, 128, 64, 128, 1.0274, ""},
+    {1, "PDL/split-K", 64, 128, 64, 128, 1.0086, ""},
     {16, "TileSync+Chain/split-K", 64, 128, 64, 128, 1.03, ""},
     {64, "PDL", 64, 128, 64, 128, 1.0229, ""},
-    {128, "TileSync+Chain", 64, 128, 64, 128, 1.0013, ""},
+    {128, "PDL", 64, 128, 64, 128, 1.0007, ""},
     {256, "TileSync+Chain/split-K", 128, 192, 128, 192, 1.0173, ""},
     {512, "StreamSync/split-K", 128, 128, 128, 128, 1.0, ""},
     {1024, "StreamSync/split-K", 128, 256, 128, 256, 1.0, ""},
