@@ -50,11 +50,7 @@ struct Plan : PlanBase {
       if (g.out_policy.num_sems <= 0 || g.out_policy.extent[0] != X || g.out_policy.extent[1] != Y)
         return CUSYNC_SM90_BAD_SHAPE;
     }
-    bool store_ok = g.store == CUSYNC_SM90_STORE_QUAD || g.store == CUSYNC_SM90_STORE_PAIR;
-#if defined(CUSYNC_SM90_STORE_PROBE)
-    store_ok = store_ok || g.store == 3;  // a probe build only: no stores
-#endif
-    if (!store_ok) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (g.store != CUSYNC_SM90_STORE_QUAD && g.store != CUSYNC_SM90_STORE_PAIR) return CUSYNC_SM90_BAD_ARGUMENT;
     // The quad stores write 16 bytes at C + row * ldc + 8j: C must be 16-byte aligned (ldc % 8 == 0 above).
     if (g.store == CUSYNC_SM90_STORE_QUAD && reinterpret_cast<uintptr_t>(g.C) % 16 != 0) return CUSYNC_SM90_BAD_SHAPE;
     if (g.order.groups_outer == 2 && (g.order.group_stride < 1 || g.order.group_stride > Y)) return CUSYNC_SM90_BAD_ARGUMENT;
