@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
     C2 = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from sm90_mlp import gemm_order, graph_time
+    from sm90_mlp import gemm_order, graph_time, stream_handle
 
     od = gemm_order(a.config, M, N, K, a.order)
     stores = ["quad", "pair"] if a.store == "both" else [a.store]
@@ -61,11 +61,11 @@ def main(argv=None) -> int:
                                                  order=od, splits=a.splits, store=sm90.STORES[st])])
              for st, Cx in zip(stores, Cs)]
     plan = plans[0]
-    s = torch.cuda.current_stream().cuda_stream
+    # the stream is looked up at each call: under graph capture it is the capture stream
     stock = (lambda: sm90.stock_gemm(a.stock, a.cluster, A.data_ptr(), B.data_ptr(), C2.data_ptr(), M, N, K,  # noqa: E731
-                                     a.raster, 1, s)) if a.stock else None
+                                     a.raster, 1, stream_handle())) if a.stock else None
     for p in plans:
-        p.launch(s)
+        p.launch(stream_handle())
     if stock:
         stock()
     torch.cuda.synchronize()
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         tc = graph_time(lambda: torch.matmul(A, B.t(), out=Cv))
         out = f"time: cuBLAS {tc:.1f} us"
         for st, p in zip(stores, plans):
-            t = graph_time(lambda p=p: p.launch(s))
+            t = graph_time(lambda p=p: p.launch(stream_handle()))
             out += f", sm90 {st}-store {t:.1f} us ({tc / t:.2f})"
         if stock:
             ts = graph_time(stock)
