@@ -123,6 +123,36 @@ def _mlp_case(model, M):
     return sm90.mlp_case(model, M, seed=M)
 
 
+def _wrong_in_three_launches(r, Y, Z, Yref, Zref):
+    """Three launches of an MlpRunner on poisoned outputs (the epochs advance, nothing is reset):
+    None, or (name, Y error, Z error) of the first launch off the reference."""
+    for _ in range(3):
+        Y.fill_(float("nan"))
+        Z.fill_(float("nan"))
+        r.launch(torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        r.check_debug()
+        ey, ez = _rel(Y, Yref), _rel(Z, Zref)
+        if not (ey < 1e-2 and ez < 1e-2):
+            return (r.name, ey, ez)
+    return None
+
+
+def _bad_alternating(r, Xs, X, X2, Za, Zb, Y, Z, launches):
+    """Launches back to back with the input alternating between X and X2 (copied into Xs, the
+    runner's input), every output compared with its reference: the count of wrong elements."""
+    bad = torch.zeros((), dtype=torch.int64, device="cuda")
+    for i in range(launches):
+        Xs.copy_(X if i % 2 == 0 else X2)
+        Y.fill_(float("nan"))
+        r.launch(torch.cuda.current_stream().cuda_stream)
+        Zr = Za if i % 2 == 0 else Zb
+        bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
+    torch.cuda.synchronize()
+    r.check_debug()
+    return int(bad)
+
+
 @pytest.mark.parametrize("model", ["gpt3", "llama-ep"])
 @pytest.mark.parametrize("M", [1, 200])
 def test_mlp_every_ordering_and_policy(model, M):
@@ -147,16 +177,9 @@ def test_mlp_every_ordering_and_policy(model, M):
                 r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
                                    Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2,
                                    banded1=bool(b1), store=st, banded2=b2, grouped1=b1 is None)
-                for _ in range(3):  # three launches: the epochs advance, nothing is reset
-                    Y.fill_(float("nan"))
-                    Z.fill_(float("nan"))
-                    r.launch(torch.cuda.current_stream().cuda_stream)
-                    torch.cuda.synchronize()
-                    r.check_debug()
-                    ey, ez = _rel(Y, Yref), _rel(Z, Zref)
-                    if not (ey < 1e-2 and ez < 1e-2):
-                        wrong.append((r.name, ey, ez))
-                        break
+                w = _wrong_in_three_launches(r, Y, Z, Yref, Zref)
+                if w:
+                    wrong.append(w)
     assert not wrong
 
 
@@ -190,16 +213,9 @@ def test_mlp_per_gemm_tile_configs(model, M, c1, c2):
                                Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1,
                                banded2=b2, config2=c2, grouped1=g1)
             assert f"{c1}+{c2}" in r.name
-            for _ in range(3):
-                Y.fill_(float("nan"))
-                Z.fill_(float("nan"))
-                r.launch(torch.cuda.current_stream().cuda_stream)
-                torch.cuda.synchronize()
-                r.check_debug()
-                ey, ez = _rel(Y, Yref), _rel(Z, Zref)
-                if not (ey < 1e-2 and ez < 1e-2):
-                    wrong.append((r.name, ey, ez))
-                    break
+            w = _wrong_in_three_launches(r, Y, Z, Yref, Zref)
+            if w:
+                wrong.append(w)
     assert not wrong
     with pytest.raises(sm90.Sm90Error, match="one tile config"):
         sm90.MlpRunner(model, M, "chain", "RowSync", c1, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
@@ -211,16 +227,7 @@ def test_mlp_per_gemm_tile_configs(model, M, c1, c2):
     Xs = X.clone()
     r = sm90.MlpRunner(model, M, "pdl+policy", "TileSync", c1, Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
                        Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, config2=c2)
-    bad = torch.zeros((), dtype=torch.int64, device="cuda")
-    for i in range(40):
-        Xs.copy_(X if i % 2 == 0 else X2)
-        Y.fill_(float("nan"))
-        r.launch(torch.cuda.current_stream().cuda_stream)
-        Zr = Zref if i % 2 == 0 else Zb
-        bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
-    torch.cuda.synchronize()
-    r.check_debug()
-    assert int(bad) == 0
+    assert _bad_alternating(r, Xs, X, X2, Zref, Zb, Y, Z, 40) == 0
 
 
 def test_chain_stress_alternating_inputs():
@@ -228,7 +235,7 @@ def test_chain_stress_alternating_inputs():
     X, W1, W2, _, Za = _mlp_case(model, M)
     X2 = torch.randn_like(X.float()).half()
     m = sm90.MODELS[model]
-    Zb = Fn.gelu(X2.float() @ W1.float().t(), approximate="tanh").half().float() @ W2.float().t()
+    Zb = sm90.mlp_reference(model, X2, W1, W2)[1]
     Xs = X.clone()
     Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
@@ -238,16 +245,7 @@ def test_chain_stress_alternating_inputs():
         r = sm90.MlpRunner(model, M, o, "TileSync", "128x128x64", Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
                            Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1, splits=sp,
                            banded2=b1)
-        bad = torch.zeros((), dtype=torch.int64, device="cuda")
-        for i in range(100):
-            Xs.copy_(X if i % 2 == 0 else X2)
-            Y.fill_(float("nan"))
-            r.launch(torch.cuda.current_stream().cuda_stream)
-            Zr = Za if i % 2 == 0 else Zb
-            bad += (~((Z.float() - Zr).abs() <= 0.03 * Zr.abs() + 0.03)).sum()
-        torch.cuda.synchronize()
-        r.check_debug()
-        assert int(bad) == 0, (o, b1, sp)
+        assert _bad_alternating(r, Xs, X, X2, Za, Zb, Y, Z, 100) == 0, (o, b1, sp)
 
 
 @pytest.mark.parametrize("policy,config2", [("TileSync", None), ("RowSync", None), ("TileSync", "256x128x64")])

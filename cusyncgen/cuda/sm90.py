@@ -750,8 +750,6 @@ class MlpRunner:
                                 "launches (StreamSync, PDL or <Policy>+PDL)")
             if config2 not in CONFIGS:
                 raise Sm90Error(f"unknown tile config {config2!r} (have {', '.join(CONFIGS)})")
-            if cluster_m(config) != 1 or cluster_m(config2) != 1:
-                raise Sm90Error("per-GeMM tile configs need cluster-free tiles")
         self.model, self.M, self.ordering, self.config, self.config2 = model_of(model), M, ordering, config, config2
         self.policy = policy if syncs else None
         m = self.model
