@@ -66,8 +66,35 @@ def test_gemm_alone_each_epilogue(epi):
         assert torch.equal(outs[0], outs[1]), (c, epi)  # the same values, only stored differently
 
 
+def test_tma_store_epilogue_equals_register_epilogue():
+    """A "tma" config (the TMA-store epilogue: staged by stmatrix, stored by the store warp) writes
+    exactly what its register-epilogue twin writes (same mainloop, same fp16 rounding), on a size whose
+    last row block is partial (the tensor map clips the rows past M) and with split-K tails."""
+    torch.manual_seed(4)
+    tma = [c for c in _configs() if c.endswith("tma")]
+    assert tma
+    for c in tma:
+        bm, bn, bk = sm90.tile_dims(c)
+        M, N, K = 333, 4 * bn, 24 * bk
+        A = torch.randn(M, K, device="cuda").half()
+        B = (torch.randn(N, K, device="cuda") / K ** 0.5).half()
+        X, Y = N // bn, -(-M // bm)
+        for epi in (sm90.EPI_IDENTITY, sm90.EPI_GELU_TANH):
+            for S in (1, sm90.Split(3, X * Y // 2)):
+                outs = []
+                for cfg in (c.removesuffix("tma"), c):
+                    C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
+                    plan = sm90.Plan(cfg, [sm90.gemm_desc(A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, cfg, epi,
+                                                          order=sm90.grouped_order(X, Y, 2), splits=S)])
+                    plan.launch(torch.cuda.current_stream().cuda_stream)
+                    torch.cuda.synchronize()
+                    outs.append(C)
+                assert not outs[1].isnan().any(), (c, epi, S)
+                assert torch.equal(outs[0], outs[1]), (c, epi, S)
+
+
 @pytest.mark.parametrize("config", ["128x128x64", "64x128x64", "64x128x64pp", "128x192x64", "256x128x64",
-                                    "128x128x64pp"])
+                                    "128x128x64pp", "128x256x64tma", "256x128x64tma", "128x192x64tma"])
 def test_gemm_alone_split_k_and_grouped_order(config):
     """Split-K (the last split sums the partials and stores; the counters reset themselves, so
     repeated launches and graph replays need no memset), a split-K tail (only the tiles from
@@ -188,7 +215,8 @@ def test_mlp_every_ordering_and_policy(model, M):
 PER_GEMM_TILES = [("gpt3", "64x128x64", "128x128x64"), ("gpt3", "128x128x64", "256x128x64"),
                   ("gpt3", "64x128x64pp", "256x128x64"), ("gpt3", "128x192x64", "64x128x64pp"),
                   ("gpt3", "128x128x64pp", "128x192x64"), ("llama-ep", "64x128x64", "128x256x64"),
-                  ("llama-ep", "256x128x64", "128x256x64")]
+                  ("llama-ep", "256x128x64", "128x256x64"), ("gpt3", "128x192x64tma", "256x128x64tma"),
+                  ("gpt3", "64x128x64", "128x256x64tma"), ("llama-ep", "128x128x64tma", "128x256x64tma")]
 
 
 @pytest.mark.parametrize("model,c1,c2", PER_GEMM_TILES)

@@ -60,6 +60,9 @@ def test_llama_is_refused_with_a_reason_and_tiles_fit_the_models():
     assert "256x128x64" in W.tile_candidates("gpt3", 512) and "256x128x64" not in W.tile_candidates("gpt3", 128)
     # 64-row tiles up to SMALL_TILE_MAX_M only
     assert "64x128x64" in W.tile_candidates("gpt3", 256) and "64x128x64pp" not in W.tile_candidates("gpt3", 512)
+    # the TMA-store epilogue from TMA_STORE_MIN_M on
+    assert "128x192x64tma" in W.tile_candidates("gpt3", W.TMA_STORE_MIN_M)
+    assert not any(c.endswith("tma") for c in W.tile_candidates("gpt3", W.TMA_STORE_MIN_M - 1))
     assert all(W.fits("gpt3", c) for c in W.CONFIGS) and not W.fits("llama-ep", "128x192x64")
     assert W.default_tile("gpt3", 1) == "64x128x64" and W.default_tile("gpt3", 512) == "128x192x64"
     assert W.default_tile("llama-ep", 4096) == "128x128x64"
@@ -243,14 +246,15 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     for M, (cfg, tl, ours, strm, vend) in confirmed.items():
         cache["NVIDIA H100 80GB HBM3"][f"gpt3|{M}|confirm:{cfg}:{tl}|lib-abc"] = {"confirm": {
             "ours_us": ours, "stream_us": strm, "vendor_us": vend, "rounds": 5, "correct": True, "rel_err": 1e-4}}
-    # M = 1: no 256-row tile; M = 512: no 64-row tile, every tile config with the first GeMM banded and
-    # the second grouped or banded with the first's bands, and the GeMMs' own pair in both orders
-    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * 5 + 3 + 2 + 2
+    # M = 1: no 256-row tile and no TMA-store epilogue; M = 512: no 64-row tile, every tile config (the
+    # five with the register epilogue, the four "tma") with the first GeMM banded and the second
+    # grouped or banded with the first's bands, and the GeMMs' own pair in both orders
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * (5 + 4) + 3 + 2 + 2
     assert sum("256x128x64+128x256x64" in k for k in cache["NVIDIA H100 80GB HBM3"]) == 3
     labels = [k.split("|")[2] for k in cache["NVIDIA H100 80GB HBM3"] if k.startswith("gpt3|512|")
               and "confirm:" not in k]
-    assert sum(x.endswith(" B1 G2") for x in labels) == 6 and sum(x.endswith(" B1 B2") for x in labels) == 6
-    assert sum(x.endswith(" G1 G2") for x in labels) == 6
+    assert sum(x.endswith(" B1 G2") for x in labels) == 10 and sum(x.endswith(" B1 B2") for x in labels) == 10
+    assert sum(x.endswith(" G1 G2") for x in labels) == 10
     path = tmp_path / "tune-cache-h100-sm90.json"
     path.write_text(json.dumps(cache))
     assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(tmp_path)]) == 0

@@ -32,8 +32,9 @@ from cusyncgen.errors import CusyncError
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
               "-Xcompiler", "-fPIC"]
 LIB_NAME = "libcusync_sm90.so"
+# pp: ping-pong; tma: the TMA-store epilogue (docs/sm90.md)
 CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp",
-           "128x128x64pp")  # pp: ping-pong
+           "128x128x64pp", "128x128x64tma", "128x192x64tma", "128x256x64tma", "256x128x64tma")
 STOCK_CONFIGS = ("128x128x64", "128x256x64")  # the stock CUTLASS A/B references (stock_ref.cuh)
 ORDERINGS = ("stream", "pdl", "pdl+policy", "chain")
 POLICIES = ("TileSync", "RowSync")
@@ -348,9 +349,9 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
 
 
 def tile_dims(config: str) -> tuple:
-    """(BM, BN, BK) of a config name "<BM>x<BN>x<BK>[pp|c2]" ("pp": the ping-pong form of a 64-row
-    tile; "c2": clusters of two CTAs along M sharing B through TMA multicast)."""
-    bm, bn, bk = (int(v) for v in config.removesuffix("pp").removesuffix("c2").split("x"))
+    """(BM, BN, BK) of a config name "<BM>x<BN>x<BK>[pp|tma|c2]" ("pp": the ping-pong form; "tma": the
+    TMA-store epilogue; "c2": clusters of two CTAs along M sharing B through TMA multicast)."""
+    bm, bn, bk = (int(v) for v in config.removesuffix("pp").removesuffix("tma").removesuffix("c2").split("x"))
     return bm, bn, bk
 
 

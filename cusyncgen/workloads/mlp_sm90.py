@@ -38,8 +38,9 @@ TOL = sm80.TOL
 POLICIES = ("TileSync", "RowSync")   # sm90.POLICIES: the policies its descriptors evaluate
 # sm90.MODELS, named here so that the registry entry needs no import of the driver module
 MODELS = ("gpt3", "llama-ep")
-# sm90.CONFIGS (the library's tile configs; "pp": ping-pong)
-CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp", "128x128x64pp")
+# sm90.CONFIGS (the library's tile configs; "pp": ping-pong, "tma": the TMA-store epilogue)
+CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp", "128x128x64pp",
+           "128x128x64tma", "128x192x64tma", "128x256x64tma", "256x128x64tma")
 # how each ordering is named to sm90.MlpRunner
 RUNNER_ORDERING = {Ordering.STREAM: "stream", Ordering.PDL_ALONE: "pdl", Ordering.PDL: "pdl+policy",
                    Ordering.PERSISTENT: "chain"}
@@ -59,7 +60,7 @@ def check_model(model: str) -> None:
 
 def _dims(tile: str) -> tuple[int, int, int]:
     """(BM, BN, BK) of a config name (sm90.tile_dims, without importing the driver)."""
-    return tuple(int(v) for v in tile.removesuffix("pp").removesuffix("c2").split("x"))  # type: ignore[return-value]
+    return tuple(int(v) for v in tile.removesuffix("pp").removesuffix("tma").removesuffix("c2").split("x"))  # type: ignore[return-value]
 
 
 def fits_gemm(model: str, tile: str, gemm: int) -> bool:
@@ -83,15 +84,20 @@ def fits(model: str, tile: str) -> bool:
 # 64-row tiles only up to this M: past it they ran at 0.3-0.67 of cuBLAS on the H100 (sm90-mlp-probe
 # log; GPT-3 at M = 512: 0.38 in the row-major order, 0.65 grouped), never the fastest.
 SMALL_TILE_MAX_M = 256
+# Below this M the GeMMs stream their weights (memory-bound) and store few tiles: the register
+# epilogue's stores are not on the critical path there (docs/sm90.md).
+TMA_STORE_MIN_M = 256
 
 
 def tile_candidates(model: str, M: int, configs=CONFIGS, gemm: int | None = None) -> list[str]:
     """The tile configs of `configs` that fit the model (fits; fits_gemm for one GeMM), a 256-row
-    tile only where M fills more than one 128-row tile, a 64-row tile only up to SMALL_TILE_MAX_M."""
+    tile only where M fills more than one 128-row tile, a 64-row tile only up to SMALL_TILE_MAX_M,
+    the TMA-store epilogue only from TMA_STORE_MIN_M on."""
     check_model(model)
     ok = (lambda c: fits(model, c)) if gemm is None else (lambda c: fits_gemm(model, c, gemm))
     return [c for c in configs if ok(c) and not (_dims(c)[0] > 128 and M <= 128)
-            and not (_dims(c)[0] < 128 and M > SMALL_TILE_MAX_M)]
+            and not (_dims(c)[0] < 128 and M > SMALL_TILE_MAX_M)
+            and not (c.endswith("tma") and M < TMA_STORE_MIN_M)]
 
 
 def default_tile(model: str, M: int) -> str:

@@ -16,6 +16,10 @@ const Entry kConfigs[] = {
     {"256x128x64", cusync_sm90::plan_256x128x64},
     {"64x128x64pp", cusync_sm90::plan_64x128x64pp},
     {"128x128x64pp", cusync_sm90::plan_128x128x64pp},
+    {"128x128x64tma", cusync_sm90::plan_128x128x64tma},
+    {"128x192x64tma", cusync_sm90::plan_128x192x64tma},
+    {"128x256x64tma", cusync_sm90::plan_128x256x64tma},
+    {"256x128x64tma", cusync_sm90::plan_256x128x64tma},
 };
 struct StockEntry {
   const char* name;
@@ -29,7 +33,8 @@ const StockEntry kStock[] = {
 
 extern "C" {
 
-const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64,128x192x64,256x128x64,64x128x64pp,128x128x64pp"; }
+const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64,128x192x64,256x128x64,64x128x64pp,128x128x64pp,"
+         "128x128x64tma,128x192x64tma,128x256x64tma,256x128x64tma"; }
 
 const char* cusync_sm90_stock_configs(void) { return "128x128x64,128x256x64"; }
 

@@ -23,6 +23,10 @@ int plan_128x192x64(const CusyncSm90Gemm*, int, unsigned long long*, int, int, l
 int plan_256x128x64(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
 int plan_64x128x64pp(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
 int plan_128x128x64pp(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
+int plan_128x128x64tma(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
+int plan_128x192x64tma(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
+int plan_128x256x64tma(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
+int plan_256x128x64tma(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
 
 // The stock CUTLASS reference kernels (stock_<tile>.cu): cluster_m 1 or 2.
 using StockGemmFn = int (*)(int cluster_m, const void* A, const void* B, void* C, int M, int N, int K, int raster,

@@ -20,6 +20,7 @@
 //   - epoch: one ticket atomic per CTA at kernel start, broadcast through shared memory.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_fp16.h>
 #include <stdio.h>
 
@@ -66,6 +67,32 @@ __device__ __forceinline__ long long globaltimer_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// The TMA-store epilogue (Config::kTmaStore): stmatrix into the staging buffer, the generic-to-async
+// proxy fence for shared memory, 2D bulk tensor stores and their bulk-group bookkeeping, and the
+// named barriers between the consumer warp groups and the store warp.
+__device__ __forceinline__ void stmatrix_x4(uint32_t smem_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(smem_addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void tma_store_2d(const void* map, const void* smem, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// every bulk group of this thread done reading its shared-memory source
+__device__ __forceinline__ void bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// every bulk group of this thread complete (its global writes performed)
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // Semaphores only grow: compare in two's complement (valid while < 2^31 posts ahead).
@@ -179,16 +206,31 @@ struct SyncMainloop : Base {
 // consumer warp groups on alternate work items of the CTA (CUTLASS's ping-pong kernel: their MMA
 // phases strictly alternate through an ordered barrier, so one warp group's epilogue, split-K
 // reduction and post overlap the other's MMA).
-template <int BM_, int BN_, int BK_, bool PingPong = false>
+//
+// TmaStore (EpiCols > 0): the TMA-store epilogue. The consumer warp groups write EpiCols columns of
+// the tile at a time (fusion, fp16, stmatrix) into a staging buffer in shared memory and hand it to
+// the store warp (the producer warp group's third warp), which stores it with TMA, and, after the
+// tile's last columns, waits for the stores to complete and posts; the consumers go on to their
+// next tile's MMA at once. The staging buffer costs shared memory, so EpiCols is the widest that
+// keeps the stages of the register epilogue's config (the tile in BN / EpiCols rounds).
+template <int BM_, int BN_, int BK_, bool PingPong = false, int EpiCols = 0>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
   static constexpr bool kPingPong = PingPong;
   static_assert(!PingPong || BM == 64 || BM == 128, "ping-pong: one warp group per 64- or 128-row tile");
+  static constexpr bool kTmaStore = EpiCols > 0;
+  static constexpr int kEpiCols = kTmaStore ? EpiCols : BN;
+  static_assert(!kTmaStore || (!PingPong && BN % kEpiCols == 0 && kEpiCols % 32 == 0 && BM <= 256),
+                "TMA store: one consumer tile at a time, rounds of whole 32-column chunks, a box of at most 256 rows");
+  static constexpr int kEpiRounds = BN / kEpiCols;
+  // staging: EpiCols / 32 chunks of BM rows x 64 bytes, each a TMA box, 64-byte swizzled
+  static constexpr int kEpiBytes = kTmaStore ? BM * EpiCols * 2 : 0;
   using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
   using ClusterShape = Shape<_1, _1, _1>;
   using Schedule = cute::conditional_t<(BM >= 128 && !PingPong), cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                                        cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
-  static constexpr int kCarveout = 1024;  // the kernel's own shared memory (epoch), rounded up
+  // the kernel's own shared memory (epoch, ...), rounded up, and the staging buffer with its alignment
+  static constexpr int kCarveout = 1024 + (kTmaStore ? kEpiBytes + 1024 : 0);
   using BaseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, cutlass::layout::RowMajor, 8,
       cutlass::half_t, cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
@@ -204,6 +246,8 @@ struct Config {
 
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
+    alignas(1024) uint8_t epi[kTmaStore ? kEpiBytes : 16];  // the TMA-store staging buffer
+    int32_t epi_desc[4];  // the staged columns: GeMM (-1: no more), tile x, y, round
     uint32_t epoch;
     uint32_t sync_ready;     // the sync warp's published count of verified k-tiles (waiting items, in item order)
     uint32_t split_last[2];  // split-K: whether this consumer (group) reduces its current tile
@@ -213,6 +257,7 @@ struct Config {
 
 template <class Cfg>
 struct KernelParams {
+  CUtensorMap c_map[2];  // the TMA-store epilogue: C as [M rows, output columns], box 32 columns x BM rows
   typename Cfg::Mainloop::Params ml[2];
   CusyncSm90Gemm g[2];
   float* partials[2];        // split-K: fp32 partial tiles [tile][split][BM * BN] (null: no split)
@@ -408,6 +453,126 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
   } else {
     store_pairs(EpiId{}, accum, tCcD, C, g.ldc, rows_left, col0);
   }
+}
+
+// ---- the TMA-store epilogue (Config::kTmaStore) ------------------------------------------------
+// Named barriers between the consumer warp groups and the store warp (0 is __syncthreads, 1 and 2
+// the consumer groups' own): FULL, the consumers have staged columns; EMPTY, the store warp's TMA
+// stores have read them out.
+constexpr int kBarEpiFull = 3, kBarEpiEmpty = 4;
+
+// Columns [round * kEpiCols, (round + 1) * kEpiCols) of the tile, fused and in fp16, into the staging
+// buffer: chunk c (32 columns) at c * BM * 64 bytes, row r at r * 64, its 16-byte unit u at
+// (u ^ ((r >> 1) & 3)) * 16 -- the tensor map's 64-byte swizzle, under which the 8 rows of one
+// stmatrix 8x8 matrix fall in 8 distinct bank groups. One stmatrix.x4 per thread and column-group
+// pair (g, g + 1): the four 8x8 matrices rows (+0, +8) x groups (g, g + 1) are the wgmma accumulator's
+// fp16 pairs at flat indices b, b + 2, b + 4, b + 6 (c + 2 h + 4 grp + V rest, thread l holding row
+// l / 4, columns 2 (l % 4) + {0, 1} of each: the stmatrix fragment); lane l gives the address of row
+// l % 8 of matrix l / 8.
+template <class Cfg, class Epi, class Accum, class Coord>
+__device__ __forceinline__ void stage_columns(Epi epi, const Accum& accum, const Coord& tCcD, uint8_t* buf, int round) {
+  constexpr int F = decltype(size(accum))::value;
+  constexpr int V = decltype(size<0>(accum))::value;
+  static_assert(V % 8 == 0, "the fragment's column groups come in pairs");
+  // One wgmma atom spans the tile's columns (the warp groups split M): group grp of the fragment is
+  // columns 8 grp .. 8 grp + 7, a compile-time constant per flat index, so the round's predicate folds.
+  static_assert(2 * V == Cfg::BN, "one wgmma atom spans the tile's columns");
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int mi = lane / 8, rr = lane % 8;
+  const uint32_t buf_addr = static_cast<uint32_t>(__cvta_generic_to_shared(buf));
+  const int c_lo = round * Cfg::kEpiCols;
+  auto pk = [&](int i) { return half2_bits(__floats2half2_rn(epi(accum(i)), epi(accum(i + 1)))); };
+  CUTLASS_PRAGMA_UNROLL
+  for (int b = 0; b < F; b += 8) {
+    const int n0 = 8 * ((b % V) / 4);  // column group g's first column (a multiple of 16)
+    if (n0 < c_lo || n0 >= c_lo + Cfg::kEpiCols) continue;
+    const int m0 = get<0>(tCcD(b)) - lane / 4;  // the warp's first row of the pair of 8-row halves
+#if defined(CUSYNC_DEBUG)
+    if (get<1>(tCcD(b)) != n0 + 2 * (lane % 4) || get<0>(tCcD(b + 2)) != m0 + lane / 4 + 8 ||
+        get<1>(tCcD(b + 4)) != n0 + 8 + 2 * (lane % 4) || get<1>(tCcD(b + 6)) != get<1>(tCcD(b + 4)) ||
+        get<0>(tCcD(b + 4)) != get<0>(tCcD(b)))
+      __trap();
+#endif
+    const int row = m0 + 8 * (mi & 1) + rr;
+    const int col = n0 - c_lo + 8 * (mi >> 1);
+    const int u = (col % 32) / 8;
+    const uint32_t addr = buf_addr + static_cast<uint32_t>((col / 32) * (Cfg::BM * 64) + row * 64 + ((u ^ ((row >> 1) & 3)) << 4));
+    stmatrix_x4(addr, pk(b), pk(b + 2), pk(b + 4), pk(b + 6));
+  }
+}
+
+// The consumers' side of the TMA-store epilogue for one tile: per round, wait until the store warp
+// has read out the previous round (not before the CTA's first), stage the round's columns, fence
+// them against the async proxy, name the columns in epi_desc and arrive at FULL. `handoffs` counts
+// this CTA's rounds so far.
+template <class Cfg, class Accum>
+__device__ __forceinline__ void stage_tile(const CusyncSm90Gemm& g, int gi, int x, int y, const Accum& accum,
+                                           int mma_thread_idx, typename Cfg::SharedStorage& ss, int& handoffs) {
+  constexpr int kBarThreads = Cfg::kMmaThreads + 32;
+  typename Cfg::TiledMma tiled_mma;
+  auto thr = tiled_mma.get_thread_slice(mma_thread_idx);
+  Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));
+  Tensor tCcD = thr.partition_C(cD);
+  CUTLASS_PRAGMA_UNROLL
+  for (int round = 0; round < Cfg::kEpiRounds; ++round) {
+    if (handoffs++ > 0) named_bar_sync(kBarEpiEmpty, kBarThreads);
+    if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH)
+      stage_columns<Cfg>(EpiGeluTanh{}, accum, tCcD, ss.epi, round);
+    else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF)
+      stage_columns<Cfg>(EpiGeluErf{}, accum, tCcD, ss.epi, round);
+    else
+      stage_columns<Cfg>(EpiId{}, accum, tCcD, ss.epi, round);
+    if (mma_thread_idx == 0) {
+      ss.epi_desc[0] = gi;
+      ss.epi_desc[1] = x;
+      ss.epi_desc[2] = y;
+      ss.epi_desc[3] = round;
+    }
+    fence_proxy_async_shared();
+    named_bar_arrive(kBarEpiFull, kBarThreads);
+  }
+}
+
+// The consumers' last hand-off: no more columns (epi_desc[0] = -1).
+template <class Cfg>
+__device__ __forceinline__ void stage_done(int mma_thread_idx, typename Cfg::SharedStorage& ss, int handoffs) {
+  constexpr int kBarThreads = Cfg::kMmaThreads + 32;
+  if (handoffs > 0) named_bar_sync(kBarEpiEmpty, kBarThreads);
+  if (mma_thread_idx == 0) ss.epi_desc[0] = -1;
+  named_bar_arrive(kBarEpiFull, kBarThreads);
+}
+
+// The store warp: for each staged round, one TMA store per 32-column chunk (rows past M clipped by
+// the tensor map) as one bulk group; once it has read the staging buffer out, EMPTY; after a tile's
+// last round, if the tile posts: wait for the group's completion (its global writes performed),
+// order them before this thread's later generic accesses (fence.proxy.async.global), then the
+// release add (docs/sm90.md).
+template <class Cfg>
+__device__ __forceinline__ void store_warp(const KernelParams<Cfg>& p, typename Cfg::SharedStorage& ss) {
+  constexpr int kBarThreads = Cfg::kMmaThreads + 32;
+  const bool leader = threadIdx.x % 32 == 0;
+  while (true) {
+    named_bar_sync(kBarEpiFull, kBarThreads);
+    const volatile int32_t* d = ss.epi_desc;
+    const int gi = d[0], x = d[1], y = d[2], round = d[3];
+    if (gi < 0) break;
+    const CusyncSm90Gemm& g = p.g[gi];
+    if (leader) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < Cfg::kEpiCols / 32; ++c)
+        tma_store_2d(&p.c_map[gi], ss.epi + c * (Cfg::BM * 64), x * Cfg::BN + round * Cfg::kEpiCols + 32 * c, y * Cfg::BM);
+      bulk_commit();
+      bulk_wait_read_all();
+    }
+    __syncwarp();
+    named_bar_arrive(kBarEpiEmpty, kBarThreads);
+    if (leader && round == Cfg::kEpiRounds - 1 && g.out_sems != nullptr) {
+      bulk_wait_all();
+      fence_proxy_async_global();
+      red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
+    }
+  }
+  if (leader) bulk_wait_all();
 }
 
 // A linear work item: its GeMM, tile (x = N block, y = M block; t = the tile's index in the GeMM's
@@ -649,6 +814,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
         if (g.in_sems != nullptr) base += static_cast<uint32_t>(wk.k_count);
       }
       mainloop.load_tail(pipeline, write);
+    } else if (Cfg::kTmaStore && warp_in_group == 2) {
+      store_warp<Cfg>(p, ss);  // the store warp
     } else if (warp_in_group == 1 && (p.g[0].in_sems != nullptr || (p.n_gemms > 1 && p.g[1].in_sems != nullptr))) {
       sync_warp_poll(p, ss.sync_ready, epoch);  // the sync warp
     }
@@ -661,6 +828,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
     const int bar_id = 1 + group;  // named barrier of this tile's MMA threads (0 is __syncthreads)
     typename Cfg::TiledMma tiled_mma;
     PipelineState read;
+    int handoffs = 0;  // TMA-store epilogue rounds handed to the store warp
     int j = 0;
     for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G, ++j) {
       const Work wk = item_work(p, w);
@@ -679,6 +847,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
       if (wk.S > 1 && !reduce_splits<Cfg>(p.partials[gi], p.split_count[gi], wk, accum, mma_thread_idx,
                                           &ss.split_last[group], bar_id))
         continue;  // another split of this tile sums the partials, runs the epilogue and posts
+      if constexpr (Cfg::kTmaStore) {
+        if (g.epilogue != CUSYNC_SM90_EPI_SWIGLU_PAIR) {
+          stage_tile<Cfg>(g, gi, x, y, accum, mma_thread_idx, ss, handoffs);
+          continue;  // the store warp stores the tile and posts
+        }
+      }
       store_tile<Cfg>(g, x, y, accum, mma_thread_idx);
       if (g.out_sems != nullptr) {
         // Every thread's stores of this tile happen before the release add of the tile's thread 0
@@ -687,6 +861,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
         if (mma_thread_idx == 0) red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
       }
     }
+    if constexpr (Cfg::kTmaStore) stage_done<Cfg>(mma_thread_idx, ss, handoffs);
   }
 #endif
 }

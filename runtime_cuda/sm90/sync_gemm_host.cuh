@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "cutlass/cuda_host_adapter.hpp"
 #include "cutlass/util/packed_stride.hpp"
 #include "plan.h"
 #include "sync_gemm.cuh"
@@ -51,14 +52,31 @@ struct Plan : PlanBase {
         return CUSYNC_SM90_BAD_SHAPE;
     }
     if (g.store != CUSYNC_SM90_STORE_QUAD && g.store != CUSYNC_SM90_STORE_PAIR) return CUSYNC_SM90_BAD_ARGUMENT;
-    // The quad stores write 16 bytes at C + row * ldc + 8j: C must be 16-byte aligned (ldc % 8 == 0 above).
-    if (g.store == CUSYNC_SM90_STORE_QUAD && reinterpret_cast<uintptr_t>(g.C) % 16 != 0) return CUSYNC_SM90_BAD_SHAPE;
+    // The quad stores write 16 bytes at C + row * ldc + 8j, a TMA store needs a 16-byte aligned global
+    // address: C must be 16-byte aligned (ldc % 8 == 0 above).
+    if ((g.store == CUSYNC_SM90_STORE_QUAD || tma_store(g)) && reinterpret_cast<uintptr_t>(g.C) % 16 != 0)
+      return CUSYNC_SM90_BAD_SHAPE;
     if (g.order.groups_outer == 2 && (g.order.group_stride < 1 || g.order.group_stride > Y)) return CUSYNC_SM90_BAD_ARGUMENT;
     if (g.splits < 0 || g.splits > g.K / Cfg::BK || g.splits > kMaxSplits) return CUSYNC_SM90_BAD_ARGUMENT;
     if (g.split_from < 0 || g.split_from > X * Y) return CUSYNC_SM90_BAD_ARGUMENT;
     return 0;
   }
   static constexpr int kMaxSplits = 64;
+
+  // The TMA-store epilogue's C: a 2D tensor [M rows, output columns] (row stride ldc), a box of 32
+  // columns by BM rows, 64-byte swizzled in shared memory (sync_gemm.cuh's stage_columns); rows past
+  // M are clipped by the store.
+  static bool tma_store(const CusyncSm90Gemm& g) { return Cfg::kTmaStore && g.epilogue != CUSYNC_SM90_EPI_SWIGLU_PAIR; }
+  static int encode_c_map(const CusyncSm90Gemm& g, CUtensorMap* map) {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(g.N), static_cast<cuuint64_t>(g.M)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(g.ldc) * 2u};
+    const cuuint32_t box[2] = {32u, static_cast<cuuint32_t>(Cfg::BM)};
+    const cuuint32_t elem[2] = {1u, 1u};
+    const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
+        map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, g.C, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : CUSYNC_SM90_TMA_DESCRIPTOR;
+  }
 
   ~Plan() override {
     for (int i = 0; i < 2; ++i) {
@@ -87,6 +105,9 @@ struct Plan : PlanBase {
       if (!Mainloop::can_implement(shape, args)) return CUSYNC_SM90_BAD_SHAPE;
       params.ml[i] = Mainloop::to_underlying_arguments(shape, args, nullptr);
       params.g[i] = g;
+      if (tma_store(g)) {
+        if (int r = encode_c_map(g, &params.c_map[i])) return r;
+      }
       const int tiles = tiles_of(g.order);
       // split tiles: those from split_from on (sync_gemm.cuh's item_work), each S items and a
       // workspace slot; a split with no split tile is no split
@@ -160,7 +181,7 @@ int create_plan(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, 
   return 0;
 }
 
-// One per config_*.cu (PP: the ping-pong form of a 64-row tile, Config's PingPong).
+// One per config_*.cu (PP: the ping-pong form, Config's PingPong).
 #define CUSYNC_SM90_CONFIG_T(FN, ...)                                                                             \
   int FN(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid, int flags, long long timeout, \
          CusyncSm90Debug* debug, PlanBase** out) {                                                              \
@@ -168,5 +189,7 @@ int create_plan(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, 
   }
 #define CUSYNC_SM90_CONFIG(FN, BM, BN, BK) CUSYNC_SM90_CONFIG_T(FN, Config<BM, BN, BK, false>)
 #define CUSYNC_SM90_CONFIG_PP(FN, BM, BN, BK) CUSYNC_SM90_CONFIG_T(FN, Config<BM, BN, BK, true>)
+// TMA: the TMA-store epilogue, EPI columns staged at a time.
+#define CUSYNC_SM90_CONFIG_TMA(FN, BM, BN, BK, EPI) CUSYNC_SM90_CONFIG_T(FN, Config<BM, BN, BK, false, EPI>)
 
 }  // namespace cusync_sm90

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The two sm90 epilogues on the MLP GeMMs alone: each tile config with the register epilogue (fp16
+pairs stored from registers by the MMA warps) beside its "tma" twin (the TMA-store epilogue: staged
+in shared memory by stmatrix, stored by the store warp while the MMA warps go on), plus the 128x128
+ping-pong config and cuBLAS (torch.matmul in a CUDA graph, no epilogue), in the grouped order; GPT-3's first GeMM
+with its GeLU epilogue. Every output is poisoned (NaN) before its first launch and checked against a
+float32 reference; a config and its twin must agree bit for bit (same mainloop, same rounding).
+Timed in three alternating rounds of CUDA-graph replays (medians, us), ratios over the register
+epilogue from the same run.
+
+    PYTHONPATH=. python benchmarks/sm90_epilogue_ab.py [--M 256,1024,2048,4096] [-o log]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cupy  # noqa: E402
+import torch  # noqa: E402
+
+from cusyncgen.cuda import baselines, driver, sm90, timing  # noqa: E402
+
+GEMMS = [("gpt3", 1), ("gpt3", 2), ("llama-ep", 2)]
+TILES = ("128x128x64", "128x192x64", "128x256x64", "256x128x64")
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + cupy.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--M", default="256,1024,2048,4096")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-o", "--out", default="")
+    a = ap.parse_args(argv)
+    lines = [f"# benchmarks/sm90_epilogue_ab.py on {driver.device_name()}: GeMMs alone, grouped order, CUDA-graph "
+             f"medians of {a.rounds} alternating rounds (us); tma/reg: the TMA-store epilogue over the register one"]
+    print(lines[0], flush=True)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    failures = 0
+    for model, gi in GEMMS:
+        m = sm90.MODELS[model]
+        N, K = sm90.mlp_sizes(m)[gi - 1]
+        epi = m.epilogue1 if gi == 1 else sm90.EPI_IDENTITY
+        for M in (int(v) for v in a.M.split(",")):
+            rng = cupy.random.RandomState(M + 7 * gi)
+            A = rng.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
+            B = (rng.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16)
+            ref = A.astype(cupy.float32) @ B.astype(cupy.float32).T
+            if epi == sm90.EPI_GELU_TANH:
+                ref = gelu_tanh(ref)
+            fns, outs = {}, {}
+            for base in TILES + ("128x128x64pp",):
+                for tile in ((base,) if base.endswith("pp") else (base, base + "tma")):
+                    bm, bn, bk = sm90.tile_dims(tile)
+                    if N % bn or (bm > 128 and M <= 128):
+                        continue
+                    X, Y = sm90.order_grid(tile, M, N)
+                    order = sm90.grouped_order(X, Y, sm90.grouped_columns(X, Y, bm * K * 2.0, bn * K * 2.0))
+                    C = cupy.full((M, N), cupy.nan, dtype=cupy.float16)
+                    p = sm90.Plan(tile, [sm90.gemm_desc(A.data.ptr, B.data.ptr, C.data.ptr, M, N, K, tile,
+                                                        epilogue=epi, order=order)])
+                    fns[tile] = (lambda s, p=p: p.launch(s.ptr))
+                    outs[tile] = C
+            At, Bt = torch.as_tensor(A, device="cuda"), torch.as_tensor(B, device="cuda")
+            Ct = torch.empty((M, N), device="cuda", dtype=torch.float16)
+            torch.cuda.synchronize()
+            vendor = baselines.graph_of(lambda: torch.matmul(At, Bt.t(), out=Ct))
+            with stream:
+                for f in fns.values():
+                    f(stream)
+                stream.synchronize()
+                for tile, C in outs.items():
+                    err = float(cupy.abs(C.astype(cupy.float32) - ref).max() / (cupy.abs(ref).max() + 1e-6))
+                    ok = bool(cupy.isfinite(C).all()) and err < 2e-2
+                    twin = tile.removesuffix("tma")
+                    if tile.endswith("tma") and twin in outs and not bool(cupy.array_equal(C, outs[twin])):
+                        ok = False
+                        print(f"MISMATCH {model} gemm{gi} M={M} {tile} differs from {twin}", flush=True)
+                    if not ok:
+                        failures += 1
+                        print(f"FAIL {model} gemm{gi} M={M} {tile}: rel err {err:.3g}", flush=True)
+                graphs = {k: timing.capture(f, stream) for k, f in fns.items()}
+                t = {k: [] for k in graphs}
+                t["cuBLAS"] = []
+                for _ in range(a.rounds):
+                    for k, g in graphs.items():
+                        t[k] += timing.time_graphs([g], stream, iters=20)
+                    stream.synchronize()
+                    t["cuBLAS"].append(baselines.replay_time(vendor, iters=20))
+                    torch.cuda.synchronize()
+            med = {k: timing.median(v) for k, v in t.items()}
+            parts = []
+            for k, v in med.items():
+                s = f"{k} {v:.1f}"
+                if k.endswith("tma") and k.removesuffix("tma") in med:
+                    s += f" ({med[k.removesuffix('tma')] / v:.3f}x)"
+                parts.append(s)
+            best_ours = min(v for k, v in med.items() if k != "cuBLAS")
+            line = (f"{model} gemm{gi} M={M} N={N} K={K}: " + ", ".join(parts) +
+                    f"; best ours / cuBLAS {med['cuBLAS'] / best_ours:.3f}")
+            print(line, flush=True)
+            lines.append(line)
+    lines.append(f"failures: {failures}")
+    print(lines[-1], flush=True)
+    if a.out:
+        Path(a.out).write_text("\n".join(lines) + "\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
