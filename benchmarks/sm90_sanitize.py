@@ -2,7 +2,8 @@
 """The target of benchmarks/sm90_sanitize.sh: one small MLP (default gpt3, M = 128) run once per
 sm90 variant -- every launch ordering and policy (StreamSync, PDL alone, TileSync/RowSync + PDL,
 TileSync/RowSync Chain), split-K, the ping-pong config, the banded producer order, the pair-store
-epilogue, and llama-ep's SwiGLU pair epilogue -- checked against the float32 reference.
+epilogue, llama-ep's SwiGLU pair epilogue and the TMA-store epilogue ("tma") -- checked against the
+float32 reference.
 
     python benchmarks/sm90_sanitize.py [--mode run|presatisfied] [--model gpt3] [--M 128]
 
@@ -52,6 +53,11 @@ def variant_list(model: str):
             (model, c, "chain", "TileSync", "none", False, False, "pair"),      # the pair-store epilogue
             ("llama-ep", c, "chain", "RowSync", "none", False, False, "quad"),  # the SwiGLU pair epilogue
             ("llama-ep", c, "stream", None, "none", False, False, "pair")]
+    t = "128x128x64tma"   # the TMA-store epilogue: the store warp's bulk stores and post
+    out += [(model, t, "stream", None, "none", False, False, "pair"),
+            (model, t, "pdl+policy", "TileSync", "none", True, False, "pair"),
+            (model, t, "chain", "RowSync", ((3, 20), (2, 60)), True, True, "pair"),
+            ("llama-ep", t, "chain", "TileSync", "none", False, False, "pair")]   # SwiGLU in registers, then TMA
     return out
 
 

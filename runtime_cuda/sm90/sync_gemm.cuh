@@ -86,11 +86,17 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 // every bulk group of this thread complete (its global writes performed)
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// The non-.aligned barrier forms: the consumer warp groups and the store warp meet at the same
+// barrier from different instructions (bar.sync / bar.arrive are barrier.*.aligned, which requires
+// every participating thread to execute the same instruction; synccheck reports the mix). The warp
+// reconverges first all the same.
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  __syncwarp();
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  __syncwarp();
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
@@ -247,7 +253,7 @@ struct Config {
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     alignas(1024) uint8_t epi[kTmaStore ? kEpiBytes : 16];  // the TMA-store staging buffer
-    int32_t epi_desc[4];  // the staged columns: GeMM (-1: no more), tile x, y, round
+    int32_t epi_desc[2][4];  // per hand-off parity, the staged columns: GeMM (-1: no more), tile x, y, round
     uint32_t epoch;
     uint32_t sync_ready;     // the sync warp's published count of verified k-tiles (waiting items, in item order)
     uint32_t split_last[2];  // split-K: whether this consumer (group) reduces its current tile
@@ -457,8 +463,12 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
 
 // ---- the TMA-store epilogue (Config::kTmaStore) ------------------------------------------------
 // Named barriers between the consumer warp groups and the store warp (0 is __syncthreads, 1 and 2
-// the consumer groups' own): FULL, the consumers have staged columns; EMPTY, the store warp's TMA
-// stores have read them out.
+// the consumer groups' own): FULL, the consumers have staged columns (bar.sync on both sides: the
+// store warp is parked there whenever it is not storing, so the consumers do not wait in practice);
+// EMPTY, the store warp's TMA stores have read them out (bar.arrive by the store warp, which must
+// not wait for the consumers' next round to post). The description of each hand-off (epi_desc) is
+// double-buffered by the hand-off's parity: hand-off h + 2 rewrites h's slot only after FULL of
+// h + 1, which the store warp reaches after reading slot h.
 constexpr int kBarEpiFull = 3, kBarEpiEmpty = 4;
 
 // Columns [round * kEpiCols, (round + 1) * kEpiCols) of the tile, fused and in fp16, into the staging
@@ -503,8 +513,8 @@ __device__ __forceinline__ void stage_columns(Epi epi, const Accum& accum, const
 
 // The consumers' side of the TMA-store epilogue for one tile: per round, wait until the store warp
 // has read out the previous round (not before the CTA's first), stage the round's columns, fence
-// them against the async proxy, name the columns in epi_desc and arrive at FULL. `handoffs` counts
-// this CTA's rounds so far.
+// them against the async proxy, name the columns in epi_desc[handoff parity] and meet the store
+// warp at FULL. `handoffs` counts this CTA's rounds so far.
 template <class Cfg, class Accum>
 __device__ __forceinline__ void stage_tile(const CusyncSm90Gemm& g, int gi, int x, int y, const Accum& accum,
                                            int mma_thread_idx, typename Cfg::SharedStorage& ss, int& handoffs) {
@@ -515,7 +525,7 @@ __device__ __forceinline__ void stage_tile(const CusyncSm90Gemm& g, int gi, int 
   Tensor tCcD = thr.partition_C(cD);
   CUTLASS_PRAGMA_UNROLL
   for (int round = 0; round < Cfg::kEpiRounds; ++round) {
-    if (handoffs++ > 0) named_bar_sync(kBarEpiEmpty, kBarThreads);
+    if (handoffs > 0) named_bar_sync(kBarEpiEmpty, kBarThreads);
     if (g.epilogue == CUSYNC_SM90_EPI_GELU_TANH)
       stage_columns<Cfg>(EpiGeluTanh{}, accum, tCcD, ss.epi, round);
     else if (g.epilogue == CUSYNC_SM90_EPI_GELU_ERF)
@@ -523,27 +533,29 @@ __device__ __forceinline__ void stage_tile(const CusyncSm90Gemm& g, int gi, int 
     else
       stage_columns<Cfg>(EpiId{}, accum, tCcD, ss.epi, round);
     if (mma_thread_idx == 0) {
-      ss.epi_desc[0] = gi;
-      ss.epi_desc[1] = x;
-      ss.epi_desc[2] = y;
-      ss.epi_desc[3] = round;
+      int32_t* d = ss.epi_desc[handoffs & 1];
+      d[0] = gi;
+      d[1] = x;
+      d[2] = y;
+      d[3] = round;
     }
     fence_proxy_async_shared();
-    named_bar_arrive(kBarEpiFull, kBarThreads);
+    named_bar_sync(kBarEpiFull, kBarThreads);
+    ++handoffs;
   }
 }
 
-// The consumers' last hand-off: no more columns (epi_desc[0] = -1).
+// The consumers' last hand-off: no more columns (GeMM -1).
 template <class Cfg>
 __device__ __forceinline__ void stage_done(int mma_thread_idx, typename Cfg::SharedStorage& ss, int handoffs) {
   constexpr int kBarThreads = Cfg::kMmaThreads + 32;
   if (handoffs > 0) named_bar_sync(kBarEpiEmpty, kBarThreads);
-  if (mma_thread_idx == 0) ss.epi_desc[0] = -1;
-  named_bar_arrive(kBarEpiFull, kBarThreads);
+  if (mma_thread_idx == 0) ss.epi_desc[handoffs & 1][0] = -1;
+  named_bar_sync(kBarEpiFull, kBarThreads);
 }
 
-// The store warp: for each staged round, one TMA store per 32-column chunk (rows past M clipped by
-// the tensor map) as one bulk group; once it has read the staging buffer out, EMPTY; after a tile's
+// The store warp: for each staged round (FULL), one TMA store per 32-column chunk (rows past M
+// clipped by the tensor map) as one bulk group; once it has read the staging buffer out, EMPTY; after a tile's
 // last round, if the tile posts: wait for the group's completion (its global writes performed),
 // order them before this thread's later generic accesses (fence.proxy.async.global), then the
 // release add (docs/sm90.md).
@@ -551,9 +563,9 @@ template <class Cfg>
 __device__ __forceinline__ void store_warp(const KernelParams<Cfg>& p, typename Cfg::SharedStorage& ss) {
   constexpr int kBarThreads = Cfg::kMmaThreads + 32;
   const bool leader = threadIdx.x % 32 == 0;
-  while (true) {
+  for (int h = 0;; ++h) {
     named_bar_sync(kBarEpiFull, kBarThreads);
-    const volatile int32_t* d = ss.epi_desc;
+    const volatile int32_t* d = ss.epi_desc[h & 1];
     const int gi = d[0], x = d[1], y = d[2], round = d[3];
     if (gi < 0) break;
     const CusyncSm90Gemm& g = p.g[gi];
@@ -564,7 +576,6 @@ __device__ __forceinline__ void store_warp(const KernelParams<Cfg>& p, typename 
       bulk_commit();
       bulk_wait_read_all();
     }
-    __syncwarp();
     named_bar_arrive(kBarEpiEmpty, kBarThreads);
     if (leader && round == Cfg::kEpiRounds - 1 && g.out_sems != nullptr) {
       bulk_wait_all();
