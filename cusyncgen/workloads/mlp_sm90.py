@@ -60,7 +60,8 @@ def check_model(model: str) -> None:
 
 def _dims(tile: str) -> tuple[int, int, int]:
     """(BM, BN, BK) of a config name (sm90.tile_dims, without importing the driver)."""
-    return tuple(int(v) for v in tile.removesuffix("pp").removesuffix("tma").removesuffix("c2").split("x"))  # type: ignore[return-value]
+    dims = tile.removesuffix("pp").removesuffix("tma").removesuffix("c2").split("x")
+    return tuple(int(v) for v in dims)  # type: ignore[return-value]
 
 
 def fits_gemm(model: str, tile: str, gemm: int) -> bool:
