@@ -5,9 +5,9 @@ from cusyncgen.cuda.abi import StageArgs, TimelineStageArgs
 from cusyncgen.cuda.lazy import cupy
 from cusyncgen.errors import CusyncError
 
-# cusync::DebugRecord (runtime_cuda/cusync/stage.h), int32 words
+# cusync::DebugRecord (runtime_cuda/cusync/debug.h), int32 words
 DEBUG_FIELDS = ("failed", "stage", "producer", "tile_x", "tile_y", "tile_z", "sem", "seen", "expected",
-                "consumer_x", "consumer_y", "consumer_z")
+                "consumer_x", "consumer_y", "consumer_z", "block", "claimed")
 
 
 class CusyncTimeoutError(CusyncError):

@@ -5,6 +5,7 @@
 
 #include "tile.h"
 #include "policy.h"
+#include "desc.h"
 #if defined(__CUDACC__)
 #include "sync.h"
 #include "stage.h"

@@ -2,23 +2,12 @@
 // kernel parameter. All device functions are called by every thread of the block.
 #pragma once
 #include "types.h"
+#include "debug.h"
 #include "policy.h"
 #include "sync.h"
 #include "tile.h"
 
 namespace cusync {
-
-// What a wait that timed out saw (CUSYNC_DEBUG builds). The first failing block fills it.
-struct DebugRecord {
-  int failed;        // 0: no failure; 1: a wait timed out
-  int stage;         // StageArgs::stage_id of the waiting kernel
-  int producer;      // which input of the stage (0 or 1)
-  int tile_x, tile_y, tile_z;  // the producer tile waited on
-  int sem;           // semaphore index in that producer's array
-  uint32_t seen;     // semaphore value when the wait gave up
-  uint32_t expected; // value the wait needed
-  int consumer_x, consumer_y, consumer_z;  // the waiting block's own tile
-};
 
 enum StageFlags : int {
   kCustomOrder = 1,   // take tiles in the generated order through the ticket counter
@@ -50,24 +39,10 @@ struct StageArgs {
 };
 
 #if defined(CUSYNC_DEBUG)
-// Fills the debug record (the first failing block wins).
+// The shared record (debug.h), from a stage's wait.
 static __device__ __noinline__ void report_timeout(DebugRecord* d, int stage_id, int input, Tile t, int s,
                                                    uint32_t seen, uint32_t target, Tile self) {
-  if (d != nullptr && atomicCAS(&d->failed, 0, -1) == 0) {
-    d->stage = stage_id;
-    d->producer = input;
-    d->tile_x = t.x;
-    d->tile_y = t.y;
-    d->tile_z = t.z;
-    d->sem = s;
-    d->seen = seen;
-    d->expected = target;
-    d->consumer_x = self.x;
-    d->consumer_y = self.y;
-    d->consumer_z = self.z;
-    __threadfence();
-    atomicExch(&d->failed, 1);
-  }
+  record_timeout(d, stage_id, input, t.x, t.y, t.z, s, seen, target, self.x, self.y, self.z);
 }
 
 // The CUSYNC_DEBUG wait: spins like the release one but gives up after args.timeout_ns and
@@ -151,7 +126,7 @@ struct CuStage {
         const int tid = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
         if (tid == waiter) {
           if constexpr (waits) {
-            epoch = static_cast<uint32_t>(atomicAdd(args.ticket, 1ull) / blocks + 1ull);
+            epoch = launch_epoch(args.ticket, blocks);
           } else {
             atomicAdd(args.ticket, 1ull);  // result unused: a reduction, nothing to wait for
           }

@@ -46,6 +46,28 @@ __device__ __forceinline__ void st_release_cta(uint32_t* smem_p, uint32_t v) {
   asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
+// Proxy fences (sm_90): global memory written through the generic proxy (ordinary stores, what an
+// acquire observed) before the async proxy reads it (a TMA load), or the async proxy's writes (a
+// completed TMA store) before a later generic access; and shared memory written by ordinary stores
+// (stmatrix too) before a TMA store reads it.
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// A launch's epoch from a stage's ticket counter, which every block of every launch increments once
+// (`blocks` per launch): launches so far, this one included. Semaphores are never reset: a wait in
+// launch e needs value * e posts.
+__device__ __forceinline__ uint32_t launch_epoch(unsigned long long* ticket, unsigned long long blocks) {
+  return static_cast<uint32_t>(atomicAdd(ticket, 1ull) / blocks + 1ull);
+}
+
 // The barrier of a block's compute threads: the whole block, or, in a kernel whose sync warp (the
 // last warp, which only waits) leaves early, named barrier 1 over the first THREADS threads.
 template <bool SyncWarp, int THREADS>
