@@ -1,6 +1,6 @@
 """The sm90 library (runtime_cuda/sm90/): its policy and order descriptors evaluate like the
 compiler's reference model (PolicyIR.sem/value, OrderIR.tile), in the Python mirror and in
-policy_desc.h compiled on the host; and nvcc builds libcusync_sm90.so for sm_90a (HGMMA in the
+the runtime's cusync/desc.h and the sync layer's dependency map compiled on the host; and nvcc builds libcusync_sm90.so for sm_90a (HGMMA in the
 SASS, no local memory) when nvcc and the CUTLASS headers are present."""
 
 import importlib.util
@@ -239,37 +239,55 @@ def test_wrong_tile_width_for_llama_ep_is_a_clear_error():
 
 HOST_MAIN = r"""
 #include <cstdio>
-#include "policy_desc.h"
+#include "cusync/desc.h"
+#include "cusync/sm90/deps.h"
 int main() {
   int n;
   while (scanf("%d", &n) == 1) {
     if (n == 0) {  // policy: 10 ints, then tiles
-      CusyncSm90Policy p;
+      CusyncPolicyDesc p;
       for (int i = 0; i < 3; ++i) scanf("%d %d %d", &p.kind[i], &p.param[i], &p.extent[i]);
       scanf("%d", &p.num_sems);
       for (int z = 0; z < p.extent[2]; ++z)
         for (int y = 0; y < p.extent[1]; ++y)
           for (int x = 0; x < p.extent[0]; ++x)
-            printf("%d %u\n", cusync_sm90::policy_sem(p, x, y, z), cusync_sm90::policy_value(p, x, y, z));
-    } else if (n == 2) {  // producer_rows: y, bm, in_bm, producer_Y
+            printf("%d %u\n", cusync::policy_sem(p, x, y, z), cusync::policy_value(p, x, y, z));
+    } else if (n == 2) {  // ColumnDeps::rows: y, bm, in_bm, producer_Y
       int y, bm, in_bm, Y, py0, rows;
       scanf("%d %d %d %d", &y, &bm, &in_bm, &Y);
-      cusync_sm90::producer_rows(y, bm, in_bm, Y, py0, rows);
+      cusync::sm90::ColumnDeps{1, bm, in_bm, Y}.rows(y, py0, rows);
       printf("%d %d\n", py0, rows);
+    } else if (n == 3) {  // ColumnDeps::item: ptk, bm, in_bm, producer_Y, consumer y, k0, kc
+      int ptk, bm, in_bm, Y, y, k0, kc;
+      scanf("%d %d %d %d %d %d %d", &ptk, &bm, &in_bm, &Y, &y, &k0, &kc);
+      const auto it = cusync::sm90::ColumnDeps{ptk, bm, in_bm, Y}.item(cusync::Tile{0, y, 0}, k0, kc);
+      printf("%d", it.count());
+      for (int i = 0; i < it.count(); ++i) printf(" %d,%d,%d", it.tile(i).x, it.tile(i).y, it.need(i));
+      printf("\n");
     } else {  // order
-      CusyncSm90Order o;
+      CusyncOrderDesc o;
       scanf("%d %d %d %d %d %d %d", &o.group_dim, &o.group_stride, &o.group_count, &o.groups_outer, &o.extent[0],
             &o.extent[1], &o.extent[2]);
       for (int i = 0; i < o.extent[0] * o.extent[1] * o.extent[2]; ++i) {
-        int x, y, z;
-        cusync_sm90::order_tile(o, i, x, y, z);
-        printf("%d %d %d\n", x, y, z);
+        const cusync::Tile t = cusync::order_tile(o, i);
+        printf("%d %d %d\n", t.x, t.y, t.z);
       }
     }
   }
   return 0;
 }
 """
+
+
+def _column_deps_reference(ptk, bm, in_bm, M, y, k0, kc):
+    """The producer tiles k-tiles [k0, k0 + kc) of consumer row block y read, by definition: k-tile k
+    reads producer column k // ptk in every row block its rows overlap; each tile once, in the order
+    the k-loop first reads it, with that k-tile (relative to k0)."""
+    seen = {}
+    for k in range(k0, k0 + kc):
+        for py in _rows_read(M, y, bm, in_bm):
+            seen.setdefault((k // ptk, py), max(0, (k // ptk) * ptk - k0))
+    return f"{len(seen)}" + "".join(f" {x},{py},{need}" for (x, py), need in seen.items())
 
 
 def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
@@ -279,7 +297,7 @@ def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
     src = tmp_path / "main.cpp"
     src.write_text(HOST_MAIN)
     exe = tmp_path / "main"
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{sm90.source_dir()}", str(src), "-o", str(exe)], check=True)
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{sm90.source_dir().parent}", str(src), "-o", str(exe)], check=True)
     pols = list(sm90.compiled_mlp("gpt3", 300, "128x128x64")[0].values()) + _extra_policies()
     orders = list(sm90.compiled_mlp("llama-ep", 300, "64x128x64")[1:]) + _extra_orders()
     inp, want = [], []
@@ -301,6 +319,12 @@ def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
             inp.append(f"2 {y} {bm} {in_bm} {-(-M // in_bm)}")
             rows = _rows_read(M, y, bm, in_bm)
             want.append(f"{rows[0]} {len(rows)}")
+    for ptk, bm, in_bm, M in [(2, 128, 128, 300), (1, 256, 64, 1000), (4, 64, 128, 200), (3, 128, 64, 1)]:
+        kt = 12
+        for y in range(-(-M // bm)):
+            for k0, kc in [(0, kt), (0, 5), (5, 7), (kt - 1, 1)]:
+                inp.append(f"3 {ptk} {bm} {in_bm} {-(-M // in_bm)} {y} {k0} {kc}")
+                want.append(_column_deps_reference(ptk, bm, in_bm, M, y, k0, kc))
     out = subprocess.run([str(exe)], input="\n".join(inp) + "\n", capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:-1] == want
 

@@ -101,7 +101,9 @@ def _digest(parts) -> str:
 
 
 def _headers_digest(src: Path) -> str:
-    return _digest([p.name.encode() + p.read_bytes() for p in sorted(src.glob("*.h")) + sorted(src.glob("*.cuh"))])
+    """The library's headers and the runtime's (runtime_cuda/cusync, the sync layer included)."""
+    heads = sorted(src.glob("*.h")) + sorted(src.glob("*.cuh")) + sorted((src.parent / "cusync").rglob("*.h"))
+    return _digest([str(p.relative_to(src.parent)).encode() + p.read_bytes() for p in heads])
 
 
 def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verbose: bool = False) -> Path:
@@ -114,7 +116,7 @@ def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verb
         return Path(env)
     src = source_dir()
     incs = cutlass_dirs()
-    flags = ARCH_FLAGS + [f"-D{d}" for d in defines] + [f"-I{d}" for d in incs] + [f"-I{src}"]
+    flags = ARCH_FLAGS + [f"-D{d}" for d in defines] + [f"-I{d}" for d in incs] + [f"-I{src}", f"-I{src.parent}"]
     base = [_nvcc_version(nvcc), " ".join(ARCH_FLAGS), " ".join(defines), _headers_digest(src),
             str(incs[0].parent)]
     units = sorted(src.glob("*.cu"))

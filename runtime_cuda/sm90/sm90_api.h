@@ -4,6 +4,9 @@
 #pragma once
 #include <stdint.h>
 
+#include "cusync/debug.h"
+#include "cusync/desc.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -12,7 +15,7 @@ enum CusyncSm90Status {
   CUSYNC_SM90_OK = 0,
   CUSYNC_SM90_BAD_CONFIG = 10001,     // no such tile configuration in this library
   CUSYNC_SM90_BAD_SHAPE = 10002,      // N or K not a multiple of the tile, or alignment
-  CUSYNC_SM90_BAD_ARGUMENT = 10003,   // null pointer, n_gemms not 1 or 2, bad epilogue, ...
+  CUSYNC_SM90_BAD_ARGUMENT = 10003,   // null pointer, n_gemms not 1 .. CUSYNC_SM90_MAX_GEMMS, bad epilogue, ...
   CUSYNC_SM90_TMA_DESCRIPTOR = 10004, // cuTensorMapEncodeTiled failed (through CUTLASS)
 };
 
@@ -37,25 +40,13 @@ enum CusyncSm90Flags {
   CUSYNC_SM90_PDL_LAUNCH = 4,   // launch with cudaLaunchAttributeProgrammaticStreamSerialization
 };
 
-// cusyncgen.ir.DimMap: kind 0 tile (t), 1 all (0), 2 mod (t % param), 3 div (t / param).
-// cusyncgen.ir.PolicyIR: sem(t) = c0 + C0 * (c1 + C1 * c2), value(t) = product of group sizes.
-typedef struct {
-  int32_t kind[3];
-  int32_t param[3];
-  int32_t extent[3];   // the producer grid's (X, Y, Z)
-  int32_t num_sems;    // 0: no policy (no wait / no post)
-} CusyncSm90Policy;
+// The compiler's policy and order descriptors (runtime_cuda/cusync/desc.h) and the debug record
+// every kernel family shares (cusync/debug.h).
+typedef CusyncPolicyDesc CusyncSm90Policy;
+typedef CusyncOrderDesc CusyncSm90Order;
 
-// cusyncgen.ir.OrderIR: linear item -> tile (x, y, z); groups_outer 2: the banded order (not an
-// OrderIR form; a permutation of the same tiles): bands of group_stride row blocks, walked band by
-// band, each band column by column (its group_stride rows down one column, then the next column).
-typedef struct {
-  int32_t group_dim;   // -1 (plain row-major), 0, 1 or 2
-  int32_t group_stride;
-  int32_t group_count;
-  int32_t groups_outer; // 0, 1 (OrderIR's groups_outer) or 2 (banded)
-  int32_t extent[3];   // the grid's (X, Y, Z): X = N / BN, Y = ceil(M / BM), Z = 1
-} CusyncSm90Order;
+// At most this many GeMMs in one plan (one persistent launch over a chain of dependent GeMMs).
+#define CUSYNC_SM90_MAX_GEMMS 3
 
 // One GeMM: C[M, N] = epilogue(A[M, K] B[N, K]^T); all row-major fp16, fp32 accumulation.
 // ldc: C's row stride in elements (N, or N / 2 for the SwiGLU pair).
@@ -67,7 +58,7 @@ typedef struct {
   int32_t epilogue;        // CusyncSm90Epilogue
   CusyncSm90Order order;
   // Wait (consumer side): k-block k of a tile (x, y) reads the producer tiles (k * BK / in_tile_n, py, 0)
-  // of every producer row block py its rows [y BM, (y + 1) BM) overlap (producer_rows: in_tile_m is
+  // of every producer row block py its rows [y BM, (y + 1) BM) overlap (cusync::sm90::ColumnDeps: in_tile_m is
   // the producer's BM, 0 for this GeMM's own).
   CusyncSm90Policy in_policy;
   const uint32_t* in_sems; // null: no wait
@@ -92,20 +83,16 @@ typedef struct {
   int32_t in_tile_m;
 } CusyncSm90Gemm;
 
-// What the first wait that timed out saw (a zeroed struct in device memory, passed to
-// plan_create; failed != 0 after the launch means a wait gave up and the outputs are wrong).
-typedef struct {
-  int32_t failed, claimed;
-  int32_t block, gemm, tile_x, tile_y, producer_x, sem;
-  uint32_t seen, target;
-  int32_t producer_y;   // the producer tile's row block (tile_y's unless the producer's BM differs)
-} CusyncSm90Debug;
+// What the first wait that timed out saw: a zeroed record in device memory, passed to plan_create;
+// failed != 0 after the launch means a wait gave up and the outputs are wrong (stage: the GeMM's
+// index in the plan; tile_*: the producer tile; consumer_*: the waiting tile).
+typedef CusyncDebugRecord CusyncSm90Debug;
 
 // Names of the tile configurations this library holds, comma-separated (e.g. "128x128x64,...").
 const char* cusync_sm90_configs(void);
 
-// A launch plan: one persistent kernel over n_gemms (1, or 2 = the chain in one launch: every
-// tile of gemms[0] in its order, then every tile of gemms[1]). TMA descriptors are built here,
+// A launch plan: one persistent kernel over n_gemms (1 .. CUSYNC_SM90_MAX_GEMMS; more than one: the
+// chain in one launch, every tile of gemms[0] in its order, then every tile of gemms[1], ...). TMA descriptors are built here,
 // once. `ticket`: a zeroed uint64 counter owned by this plan (epochs); may be null when no GeMM
 // waits. grid <= 0: the number of SMs (capped by the number of tiles). timeout_ns > 0: a wait
 // longer than that gives up and fills *debug (device memory; see CusyncSm90Debug), or, built

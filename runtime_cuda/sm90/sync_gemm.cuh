@@ -5,19 +5,19 @@
 //   include/cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_cooperative.hpp (GemmUniversal::operator():
 //     the producer warp group's mainloop DMA warp and the consumer warp groups iterating the same
 //     persistent work sequence, the pipeline set-up, register reconfiguration), and
-//   include/cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp (CollectiveMma::load(),
-//     copied into SyncMainloop::load_synced with the wait hook; mma() and mma_tail() are the stock ones).
-// What differs from the stock kernel (docs/sm90.md):
-//   - the tile scheduler is static striding over linear work items (CTA b takes b, b+G, ...), each
-//     item mapped through the compiler's order (cusyncgen.ir.OrderIR) to a tile; with two GeMMs
-//     (the chain in one launch) items [0, T1) are the first GeMM's tiles, [T1, T1+T2) the second's;
-//   - wait: the DMA warp issues B's (the weights') TMA first, then, when k-block k enters a new
-//     producer tile, acquire-spins on its semaphore for value * epoch, fences the generic proxy
-//     against the async proxy (fence.proxy.async.global) and issues A's TMA;
-//   - post: a register epilogue (no shared memory): fusion on the accumulators, fp16 pairs exchanged
-//     inside each quad so that every thread stores 16 bytes (or, for A/B, st.global of the pairs),
-//     a named barrier over the consumer warp groups, then one thread's red.release.gpu add;
-//   - epoch: one ticket atomic per CTA at kernel start, broadcast through shared memory.
+//   include/cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp (the mainloop collective,
+//     wrapped by the sync layer's adaptor, cusync/sm90/mainloop.h).
+// It is a composition of the Hopper sync layer (runtime_cuda/cusync/sm90.h, docs/sm90.md):
+//   - the chain scheduler (cusync/sm90/scheduler.h): static striding over the work items of up to
+//     kMaxGemms GeMMs in one launch, each item mapped through its GeMM's order descriptor;
+//   - wait: the sync warp polls the producer tiles of each waiting item (a ColumnDeps map,
+//     cusync/sm90/deps.h) and hands the load warp counts of ready k-tiles through an mbarrier ring
+//     (channel.h); the adaptor issues B's (the weights') TMA, waits for the count, fences the generic
+//     proxy against the async one, then issues A's TMA;
+//   - post (post.h): after the register epilogue's stores and a named barrier, or after the store
+//     warp's TMA stores complete, one red.release.gpu add;
+//   - epoch: one ticket atomic per CTA at kernel start (cusync::launch_epoch), through shared memory.
+// What this file adds is the GeMM: tile configurations, the epilogues and split-K.
 #pragma once
 
 #include <cuda.h>
@@ -32,41 +32,18 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/pipeline/pipeline.hpp"
 
+#include "cusync/sm90.h"
 #include "sm90_api.h"
-#include "policy_desc.h"
 
 namespace cusync_sm90 {
 using namespace cute;
 
-// ---- release/acquire and proxy primitives -----------------------------------------------------
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_cta_shared(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))), "r"(v)
-               : "memory");
-}
-__device__ __forceinline__ uint32_t ld_acquire_cta_shared(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p)))
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release_gpu_add(uint32_t* p, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-// Orders this thread's earlier generic-proxy accesses (and what they observed) before its later
-// async-proxy accesses (TMA loads) to global memory.
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-__device__ __forceinline__ long long globaltimer_ns() {
-  long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using cusync::DebugRecord;
+using cusync::Tile;
+using cusync::fence_proxy_async_global;
+using cusync::fence_proxy_async_shared;
+using cusync::sm90::bulk_wait_all;
+
 // The TMA-store epilogue (Config::kTmaStore): stmatrix into the staging buffer, the generic-to-async
 // proxy fence for shared memory, 2D bulk tensor stores and their bulk-group bookkeeping, and the
 // named barriers between the consumer warp groups and the store warp.
@@ -75,7 +52,6 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t smem_addr, uint32_t r0, uin
                "r"(r2), "r"(r3)
                : "memory");
 }
-__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void tma_store_2d(const void* map, const void* smem, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
                "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))), "r"(c0), "r"(c1)
@@ -84,8 +60,6 @@ __device__ __forceinline__ void tma_store_2d(const void* map, const void* smem, 
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // every bulk group of this thread done reading its shared-memory source
 __device__ __forceinline__ void bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-// every bulk group of this thread complete (its global writes performed)
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 // The non-.aligned barrier forms: the consumer warp groups and the store warp meet at the same
 // barrier from different instructions (bar.sync / bar.arrive are barrier.*.aligned, which requires
 // every participating thread to execute the same instruction; synccheck reports the mix). The warp
@@ -98,112 +72,6 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   __syncwarp();
   asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-// Semaphores only grow: compare in two's complement (valid while < 2^31 posts ahead).
-__device__ __forceinline__ bool reached(uint32_t seen, uint32_t target) {
-  return static_cast<int32_t>(seen - target) >= 0;
-}
-
-// A wait that gave up (timeout_ns > 0, so a deadlock never hangs the device): the first one fills
-// *debug (the host raises with it), and every wait of every CTA gives up from then on (the launch
-// finishes with wrong data). Built with -DCUSYNC_DEBUG it prints the tile and semaphore and traps
-// instead (a call inside the kernel: ptxas then serializes the wgmma pipeline, so not in the timed
-// build).
-__device__ __forceinline__ void report_timeout(CusyncSm90Debug* debug, int gemm, int x, int y, int px, int py, int sem,
-                                            uint32_t seen, uint32_t target) {
-#if defined(CUSYNC_DEBUG)
-  printf("cusync sm90: wait timed out: block %d gemm %d tile (%d, %d) producer tile (%d, %d) sem %d seen %u target %u\n",
-         static_cast<int>(blockIdx.x), gemm, x, y, px, py, sem, seen, target);
-  __trap();
-#endif
-  if (debug != nullptr && atomicCAS(&debug->claimed, 0, 1) == 0) {
-    debug->block = static_cast<int>(blockIdx.x);
-    debug->gemm = gemm;
-    debug->tile_x = x;
-    debug->tile_y = y;
-    debug->producer_x = px;
-    debug->producer_y = py;
-    debug->sem = sem;
-    debug->seen = seen;
-    debug->target = target;
-    __threadfence();
-    atomicExch(&debug->failed, 1);
-  }
-}
-__device__ __forceinline__ bool gave_up(const CusyncSm90Debug* debug) {
-  return debug != nullptr && *reinterpret_cast<const volatile int*>(&debug->failed) != 0;
-}
-
-// ---- the mainloop collective: the CollectiveBuilder's, with a hooked load() ---------------------
-template <class Base>
-struct SyncMainloop : Base {
-  using typename Base::MainloopPipeline;
-  using typename Base::PipelineState;
-  using typename Base::Params;
-  using typename Base::TensorStorage;
-  using typename Base::DispatchPolicy;
-  using typename Base::GmemTiledCopyA;
-  using typename Base::GmemTiledCopyB;
-  using typename Base::SmemLayoutA;
-  using typename Base::SmemLayoutB;
-
-  // CollectiveMma::load() of sm90_mma_tma_gmma_ss_warpspecialized.hpp with two changes: per k-tile
-  // B's TMA is issued first, then wait(k) (which may spin and fence), then A's TMA. k is the k-tile
-  // index in the whole K extent: this work item loads k-tiles [k_begin, k_begin + k_tile_count)
-  // (a split-K item loads its share).
-  template <class TensorA, class TensorB, class BlockCoord, class Wait>
-  CUTLASS_DEVICE void load_synced(Params const& mainloop_params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
-                                  cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                                  int k_begin, int k_tile_count, uint32_t block_rank_in_cluster,
-                                  TensorStorage& shared_tensors, Wait&& wait) {
-    int lane_predicate = cute::elect_one_sync();
-    if (lane_predicate) {
-      Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
-      Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
-      constexpr uint32_t cluster_shape_x = get<0>(typename DispatchPolicy::ClusterShape());
-      uint2 cluster_local_block_id = {block_rank_in_cluster % cluster_shape_x, block_rank_in_cluster / cluster_shape_x};
-      Tensor gA_mkl = get<0>(load_inputs);
-      Tensor gB_nkl = get<1>(load_inputs);
-      auto block_tma_a = mainloop_params.tma_load_a.get_slice(cluster_local_block_id.y);
-      auto block_tma_b = mainloop_params.tma_load_b.get_slice(cluster_local_block_id.x);
-      auto [m_coord, n_coord, k_coord, l_coord] = blk_coord;
-      Tensor gA = gA_mkl(_, _, m_coord, _, l_coord);  // (BLK_M,BLK_K,k)
-      Tensor gB = gB_nkl(_, _, n_coord, _, l_coord);  // (BLK_N,BLK_K,k)
-      Tensor tAgA = block_tma_a.partition_S(gA);
-      Tensor tAsA = block_tma_a.partition_D(sA);
-      Tensor tBgB = block_tma_b.partition_S(gB);
-      Tensor tBsB = block_tma_b.partition_D(sB);
-      uint16_t mcast_mask_a = 0;
-      uint16_t mcast_mask_b = 0;
-      if constexpr (cute::is_same_v<GmemTiledCopyA, SM90_TMA_LOAD_MULTICAST>) {
-        auto block_layout = Layout<typename DispatchPolicy::ClusterShape>{};
-        for (int n = 0; n < size<1>(block_layout); ++n) {
-          mcast_mask_a |= (uint16_t(1) << block_layout(cluster_local_block_id.x, n, Int<0>{}));
-        }
-      }
-      if constexpr (cute::is_same_v<GmemTiledCopyB, SM90_TMA_LOAD_MULTICAST>) {
-        auto block_layout = Layout<typename DispatchPolicy::ClusterShape>{};
-        for (int m = 0; m < size<0>(block_layout); ++m) {
-          mcast_mask_b |= (uint16_t(1) << block_layout(m, cluster_local_block_id.y, Int<0>{}));
-        }
-      }
-      CUTLASS_PRAGMA_NO_UNROLL
-      for (int k = k_begin; k < k_begin + k_tile_count; ++k) {
-        pipeline.producer_acquire(smem_pipe_write);
-        using BarrierType = typename MainloopPipeline::ProducerBarrierType;
-        BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
-        int write_stage = smem_pipe_write.index();
-        // B (the weights) never waits: issued first, it runs ahead of any wait (optimization R).
-        copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
-        wait(k);
-        copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
-        ++smem_pipe_write;
-      }
-    }
-  }
-};
 
 // ---- configurations ------------------------------------------------------------------------------
 // BM >= 128 without PingPong: the cooperative schedule's TiledMma (two consumer warp groups split
@@ -241,7 +109,7 @@ struct Config {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, cutlass::layout::RowMajor, 8,
       cutlass::half_t, cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<kCarveout>, Schedule>::CollectiveOp;
-  using Mainloop = SyncMainloop<BaseMainloop>;
+  using Mainloop = cusync::sm90::SyncMainloop<BaseMainloop>;
   using TiledMma = typename Mainloop::TiledMma;
   static constexpr int kMmaThreads = size(TiledMma{});  // the threads of one tile's MMA and epilogue
   static constexpr int kConsumerGroups = PingPong ? 2 : 1;  // of kMmaThreads each
@@ -250,32 +118,42 @@ struct Config {
   static constexpr int kLoadRegs = kRegsPerThread >= 208 ? 24 : 40;
   static constexpr int kMmaRegs = kRegsPerThread >= 208 ? 240 : 232;
 
+  using Channel = cusync::sm90::ReadyChannel<4>;
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     alignas(1024) uint8_t epi[kTmaStore ? kEpiBytes : 16];  // the TMA-store staging buffer
     int32_t epi_desc[2][4];  // per hand-off parity, the staged columns: GeMM (-1: no more), tile x, y, round
+    typename Channel::Storage ready;  // the sync warp -> load warp hand-off (k-tiles ready, cumulative)
     uint32_t epoch;
-    uint32_t sync_ready;     // the sync warp's published count of verified k-tiles (waiting items, in item order)
     uint32_t split_last[2];  // split-K: whether this consumer (group) reduces its current tile
     typename cutlass::OrderedSequenceBarrier<1, 2>::SharedStorage mma_order;  // ping-pong
   };
 };
 
+// GeMMs of one launch (a chain of dependent GeMMs in one persistent kernel: CUSYNC_SM90_MAX_GEMMS)
+constexpr int kMaxGemms = CUSYNC_SM90_MAX_GEMMS;
+
 template <class Cfg>
 struct KernelParams {
-  CUtensorMap c_map[2];  // the TMA-store epilogue: C as [M rows, output columns], box 32 columns x BM rows
-  typename Cfg::Mainloop::Params ml[2];
-  CusyncSm90Gemm g[2];
-  float* partials[2];        // split-K: fp32 partial tiles [tile][split][BM * BN] (null: no split)
-  uint32_t* split_count[2];  // split-K: arrivals per tile (self-resetting)
-  int n_gemms;
-  int items0;       // work items of g[0] (tiles x splits)
-  int items;        // work items of every GeMM
+  CUtensorMap c_map[kMaxGemms];  // the TMA-store epilogue: C as [M rows, output columns], box 32 columns x BM rows
+  typename Cfg::Mainloop::Params ml[kMaxGemms];
+  CusyncSm90Gemm g[kMaxGemms];
+  float* partials[kMaxGemms];        // split-K: fp32 partial tiles [tile][split][BM * BN] (null: no split)
+  uint32_t* split_count[kMaxGemms];  // split-K: arrivals per tile (self-resetting)
+  cusync::sm90::ChainSchedule<kMaxGemms> sched;  // the work items of every GeMM, GeMM after GeMM
+  bool any_wait;                     // some GeMM waits (the sync warp runs)
   unsigned long long* ticket;
   int flags;
   long long timeout_ns;
-  CusyncSm90Debug* debug;
+  DebugRecord* debug;
 };
+
+// The sync layer's view of a GeMM that waits: k-tile k reads producer column k BK / in_tile_n.
+template <class Cfg>
+__device__ __forceinline__ cusync::sm90::ColumnDeps column_deps(const CusyncSm90Gemm& g) {
+  return cusync::sm90::ColumnDeps{g.in_tile_n / Cfg::BK, Cfg::BM, g.in_tile_m > 0 ? g.in_tile_m : Cfg::BM,
+                                  g.in_policy.extent[1]};
+}
 
 // GeLU, tanh approximation and exact form: as runtime_cuda/kernels/gemm.cuh's EpiGeluTanh/EpiGeluErf.
 __device__ __forceinline__ float gelu_tanh(float x) {
@@ -577,49 +455,13 @@ __device__ __forceinline__ void store_warp(const KernelParams<Cfg>& p, typename 
       bulk_wait_read_all();
     }
     named_bar_arrive(kBarEpiEmpty, kBarThreads);
-    if (leader && round == Cfg::kEpiRounds - 1 && g.out_sems != nullptr) {
-      bulk_wait_all();
-      fence_proxy_async_global();
-      red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
-    }
+    if (leader && round == Cfg::kEpiRounds - 1)
+      cusync::sm90::post_after_bulk_stores(cusync::PolicyDesc{g.out_policy}, g.out_sems, Tile{x, y, 0});
   }
   if (leader) bulk_wait_all();
 }
 
-// A linear work item: its GeMM, tile (x = N block, y = M block; t = the tile's index in the GeMM's
-// order), split s of S, the tile's slot in the split-K workspace (wt = t - split_from) and the
-// k-tiles [k_begin, k_begin + k_count) it accumulates. Items of a GeMM are the tiles before
-// split_from, one each, then split_from + (t - split_from) * S + s: the S splits of a tile are
-// consecutive items, so they run in one wave.
-struct Work {
-  int gi, x, y, t, s, S, wt, k_begin, k_count;
-};
-template <class Cfg>
-__device__ __forceinline__ Work item_work(const KernelParams<Cfg>& p, int w) {
-  Work r;
-  r.gi = w >= p.items0 ? 1 : 0;
-  const CusyncSm90Gemm& g = p.g[r.gi];
-  const int local = r.gi ? w - p.items0 : w;
-  const int S = g.splits > 1 ? g.splits : 1;
-  if (S == 1 || local < g.split_from) {
-    r.S = 1;
-    r.t = local;
-    r.s = 0;
-    r.wt = 0;
-  } else {
-    r.S = S;
-    const int rest = local - g.split_from;
-    r.wt = rest / S;
-    r.t = g.split_from + r.wt;
-    r.s = rest - r.wt * S;
-  }
-  int z;
-  order_tile(g.order, r.t, r.x, r.y, z);
-  const int kt = g.K / Cfg::BK;
-  r.k_begin = r.s * kt / r.S;
-  r.k_count = (r.s + 1) * kt / r.S - r.k_begin;
-  return r;
-}
+using cusync::sm90::Work;
 
 __device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* p, uint32_t v) {
   uint32_t old;
@@ -677,74 +519,23 @@ __device__ __forceinline__ bool reduce_splits(float* partials, uint32_t* count, 
 }
 
 // The sync warp (the producer warp group's second warp, in a launch where some GeMM waits): walks the
-// CTA's items like the DMA warp and, for each item that waits, the producer tiles its k-range reads,
-// 32 at a time: each lane loads one semaphore (ld.acquire.gpu, the 32 loads in flight together),
-// the warp takes the prefix of tiles that reached their targets, and lane 0 publishes the count of
-// k-tiles verified so far with st.release.cta (after __syncwarp, which orders every lane's acquire
-// before it). Where the producer's row tile is smaller than this GeMM's, a k-tile reads R producer
-// row blocks (producer_rows): lane l polls producer column px + l / R, row py0 + l % R, and a
-// column counts once all R of its tiles are ready. A wait longer than timeout_ns reports the first
-// missing tile (report_timeout) and publishes everything, so the launch ends. It never waits for
-// anything the DMA warp does: it only reads semaphores.
+// CTA's items like the load warp and polls each waiting item's producer tiles (cusync/sm90/sync_warp.h);
+// the counts of ready k-tiles are cumulative over the CTA's waiting items, in item order.
 template <class Cfg>
-__device__ __forceinline__ void sync_warp_poll(const KernelParams<Cfg>& p, uint32_t& ready, uint32_t epoch) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
+__device__ __forceinline__ void sync_warp(const KernelParams<Cfg>& p, typename Cfg::SharedStorage& ss, uint32_t epoch) {
+  typename Cfg::Channel::Sender tx;
+  uint32_t base = 0;  // k-tiles of the waiting items before the current one
   const int G = static_cast<int>(gridDim.x);
-  uint32_t done = 0;  // k-tiles of the waiting items before the current one
-  for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
-    const Work wk = item_work(p, w);
-    const CusyncSm90Gemm& g = p.g[wk.gi];
+  for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G) {
+    const Work wk = p.sched.work(w);
+    const CusyncSm90Gemm& g = p.g[wk.stage];
     if (g.in_sems == nullptr) continue;
-    const int ptk = g.in_tile_n / Cfg::BK;  // k-tiles per producer tile (the host checks it divides)
-    const int k_stop = wk.k_begin + wk.k_count;
-    const int px_end = (k_stop + ptk - 1) / ptk;
-    int py0, R;  // R divides 32 (the host checks the row tiles)
-    producer_rows(wk.y, Cfg::BM, g.in_tile_m > 0 ? g.in_tile_m : Cfg::BM, g.in_policy.extent[1], py0, R);
-    const int my_x = lane / R, my_y = py0 + lane % R;
-    int px = wk.k_begin / ptk;
-    long long t0 = 0;
-    while (px < px_end) {
-      const int mine = px + my_x;
-      bool ok = true;
-      int s = 0;
-      uint32_t seen = 0, target = 0;
-      if (mine < px_end) {
-        s = policy_sem(g.in_policy, mine, my_y, 0);
-        target = policy_value(g.in_policy, mine, my_y, 0) * epoch;
-        seen = ld_acquire_gpu(g.in_sems + s);
-        ok = reached(seen, target);
-      }
-      const unsigned missing = __ballot_sync(0xffffffffu, !ok);
-      const int first = missing == 0u ? 32 : __ffs(missing) - 1;
-      const int n = first / R;  // the producer columns whose R tiles are all ready, a prefix
-      if (n > 0) {
-        px += n;
-        t0 = 0;
-        __syncwarp();
-        if (lane == 0) {
-          const int k_end = px * ptk < k_stop ? px * ptk : k_stop;
-          st_release_cta_shared(&ready, done + static_cast<uint32_t>(k_end - wk.k_begin));
-        }
-        continue;
-      }
-      if (p.timeout_ns > 0) {
-        const long long now = globaltimer_ns();
-        if (t0 == 0) t0 = now;
-        // lane 0's clock decides for the warp (the loop stays converged for the ballot)
-        const bool give_up = __shfl_sync(0xffffffffu, gave_up(p.debug) || now - t0 > p.timeout_ns, 0);
-        if (give_up) {
-          // the first missing tile: lane `first` (< R here, so a tile of column px)
-          const int f_y = __shfl_sync(0xffffffffu, my_y, first), f_s = __shfl_sync(0xffffffffu, s, first);
-          const uint32_t f_seen = __shfl_sync(0xffffffffu, seen, first), f_target = __shfl_sync(0xffffffffu, target, first);
-          if (lane == 0 && !gave_up(p.debug)) report_timeout(p.debug, wk.gi, wk.x, wk.y, px, f_y, f_s, f_seen, f_target);
-          px = px_end;  // publish the rest: the launch finishes, with the debug record saying why it is wrong
-          __syncwarp();
-          if (lane == 0) st_release_cta_shared(&ready, done + static_cast<uint32_t>(wk.k_count));
-        }
-      }
-    }
-    done += static_cast<uint32_t>(wk.k_count);
+    const cusync::sm90::WaitSite site{wk.stage, wk.tile, p.debug, p.timeout_ns};
+    cusync::sm90::poll_item(column_deps<Cfg>(g).item(wk.tile, wk.k_begin, wk.k_count), cusync::PolicyDesc{g.in_policy},
+                            g.in_sems, epoch, wk.k_count, base, tx, ss.ready, site);
+    base += static_cast<uint32_t>(wk.k_count);
   }
+  if (threadIdx.x % 32 == 0) tx.flush(ss.ready);
 }
 
 template <class Cfg>
@@ -764,17 +555,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
   const int warp_group_thread_idx = thread_idx % cutlass::NumThreadsPerWarpGroup;
   const int lane_predicate = cute::elect_one_sync();
 
-  if (p.flags & CUSYNC_SM90_PDL_TRIGGER) pdl_launch_dependents();
+  if (p.flags & CUSYNC_SM90_PDL_TRIGGER) cusync::pdl_launch_dependents();
   if (warp_idx == 0 && lane_predicate) {
-    Mainloop::prefetch_tma_descriptors(p.ml[0]);
-    if (p.n_gemms > 1) Mainloop::prefetch_tma_descriptors(p.ml[1]);
+    for (int i = 0; i < p.sched.n; ++i) Mainloop::prefetch_tma_descriptors(p.ml[i]);
   }
   // The epoch: launches of this plan so far, this one included (the ticket counter is never reset).
   if (thread_idx == 0) {
-    ss.sync_ready = 0u;
-    ss.epoch = p.ticket != nullptr
-                   ? static_cast<uint32_t>(atomicAdd(p.ticket, 1ull) / static_cast<unsigned long long>(gridDim.x) + 1ull)
-                   : 1u;
+    Cfg::Channel::init(ss.ready);
+    ss.epoch = p.ticket != nullptr ? cusync::launch_epoch(p.ticket, gridDim.x) : 1u;
   }
 
   typename MainloopPipeline::Params pp;
@@ -788,7 +576,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
   op.group_id = warp_group >= 1 ? warp_group - 1 : 0;
   op.group_size = cutlass::NumThreadsPerWarpGroup;
   cutlass::OrderedSequenceBarrier<1, 2> mma_order(ss.mma_order, op);  // used by ping-pong only
-  __syncthreads();  // pipeline and order barriers initialized, epoch written
+  __syncthreads();  // pipeline, order and hand-off barriers initialized, epoch written
   const uint32_t epoch = ss.epoch;
 
   Mainloop mainloop;
@@ -797,38 +585,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kLoadRegs>();
     if (warp_in_group == 0) {
       // The mainloop DMA warp.
-      if (p.flags & CUSYNC_SM90_PDL_WAIT) pdl_wait();
+      if (p.flags & CUSYNC_SM90_PDL_WAIT) cusync::pdl_wait_producer_grid();
       PipelineState write = cutlass::make_producer_start_state<MainloopPipeline>();
-      uint32_t base = 0;    // k-tiles of the waiting items before this one
-      uint32_t fenced = 0;  // k-tiles of the waiting items this thread has seen verified and fenced
-      for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G) {
-        const Work wk = item_work(p, w);
-        const int gi = wk.gi, x = wk.x, y = wk.y;
-        const CusyncSm90Gemm& g = p.g[gi];
-        auto li = mainloop.load_init(make_shape(g.M, g.N, g.K, 1), p.ml[gi]);
-        // The sync warp has verified (acquired) the producer tiles of the first `ready` k-tiles of
-        // the waiting items; its st.release.cta of the count and this ld.acquire.cta order its
-        // acquires before this thread's proxy fence and TMA (docs/sm90.md).
+      typename Cfg::Channel::Receiver rx;
+      uint32_t base = 0;  // k-tiles of the waiting items before this one
+      for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G) {
+        const Work wk = p.sched.work(w);
+        const CusyncSm90Gemm& g = p.g[wk.stage];
+        auto li = mainloop.load_init(make_shape(g.M, g.N, g.K, 1), p.ml[wk.stage]);
+        // The sync warp has acquired the producer tiles of the first `rx.ready` k-tiles of the waiting
+        // items; the channel's release/acquire orders those acquires before this thread's proxy fence
+        // and A's TMA (docs/sm90.md).
         auto wait = [&](int k) {
           if (g.in_sems == nullptr) return;
-          const uint32_t need = base + static_cast<uint32_t>(k - wk.k_begin) + 1u;
-          if (need <= fenced) return;
-          uint32_t ready;
-          while ((ready = ld_acquire_cta_shared(&ss.sync_ready)) < need) {
-          }
-          fence_proxy_async_global();
-          fenced = ready;
+          if (rx.wait_for(ss.ready, base + static_cast<uint32_t>(k - wk.k_begin) + 1u)) fence_proxy_async_global();
         };
-        mainloop.load_synced(p.ml[gi], pipeline, write, li, make_coord(y, x, _, 0), wk.k_begin, wk.k_count, 0u,
-                             ss.mainloop.tensors, wait);
+        mainloop.load_synced(p.ml[wk.stage], pipeline, write, li, make_coord(wk.tile.y, wk.tile.x, _, 0), wk.k_begin,
+                             wk.k_count, 0u, ss.mainloop.tensors, wait);
         write.advance(wk.k_count);
         if (g.in_sems != nullptr) base += static_cast<uint32_t>(wk.k_count);
       }
       mainloop.load_tail(pipeline, write);
     } else if (Cfg::kTmaStore && warp_in_group == 2) {
       store_warp<Cfg>(p, ss);  // the store warp
-    } else if (warp_in_group == 1 && (p.g[0].in_sems != nullptr || (p.n_gemms > 1 && p.g[1].in_sems != nullptr))) {
-      sync_warp_poll(p, ss.sync_ready, epoch);  // the sync warp
+    } else if (warp_in_group == 1 && p.any_wait) {
+      sync_warp<Cfg>(p, ss, epoch);  // the sync warp
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Cfg::kMmaRegs>();
@@ -841,13 +622,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
     PipelineState read;
     int handoffs = 0;  // TMA-store epilogue rounds handed to the store warp
     int j = 0;
-    for (int w = static_cast<int>(blockIdx.x); w < p.items; w += G, ++j) {
-      const Work wk = item_work(p, w);
+    for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G, ++j) {
+      const Work wk = p.sched.work(w);
       if (Cfg::kPingPong && (j & 1) != group) {
         read.advance(wk.k_count);  // the other group's item
         continue;
       }
-      const int gi = wk.gi, x = wk.x, y = wk.y;
+      const int gi = wk.stage, x = wk.tile.x, y = wk.tile.y;
       const CusyncSm90Gemm& g = p.g[gi];
       auto accum = partition_fragment_C(tiled_mma, take<0, 2>(typename Cfg::TileShape{}));
       if constexpr (Cfg::kPingPong) mma_order.wait();
@@ -865,12 +646,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
         }
       }
       store_tile<Cfg>(g, x, y, accum, mma_thread_idx);
-      if (g.out_sems != nullptr) {
-        // Every thread's stores of this tile happen before the release add of the tile's thread 0
-        // (bar.sync of the tile's MMA threads, then a release at gpu scope: cumulative; docs/sm90.md).
-        asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(Cfg::kMmaThreads) : "memory");
-        if (mma_thread_idx == 0) red_release_gpu_add(g.out_sems + policy_sem(g.out_policy, x, y, 0), 1u);
-      }
+      cusync::sm90::post_after_stores<Cfg::kMmaThreads>(cusync::PolicyDesc{g.out_policy}, g.out_sems, Tile{x, y, 0},
+                                                        bar_id, mma_thread_idx);
     }
     if constexpr (Cfg::kTmaStore) stage_done<Cfg>(mma_thread_idx, ss, handoffs);
   }

@@ -79,7 +79,7 @@ struct Plan : PlanBase {
   }
 
   ~Plan() override {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kMaxGemms; ++i) {
       if (params.partials[i] != nullptr) cudaFree(params.partials[i]);
       if (params.split_count[i] != nullptr) cudaFree(params.split_count[i]);
     }
@@ -88,9 +88,8 @@ struct Plan : PlanBase {
   int init(const CusyncSm90Gemm* gemms, int n, unsigned long long* ticket, int grid_req, int flags_, long long timeout,
            CusyncSm90Debug* debug) {
     using Mainloop = typename Cfg::Mainloop;
-    if (gemms == nullptr || n < 1 || n > 2) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (gemms == nullptr || n < 1 || n > kMaxGemms) return CUSYNC_SM90_BAD_ARGUMENT;
     params = KernelParams<Cfg>{};
-    int items = 0;
     for (int i = 0; i < n; ++i) {
       const CusyncSm90Gemm& g = gemms[i];
       if (int r = check(g)) return r;
@@ -121,16 +120,10 @@ struct Plan : PlanBase {
         CUSYNC_SM90_CHECK(cudaMemset(params.split_count[i], 0, static_cast<size_t>(split_tiles) * sizeof(uint32_t)));
         CUSYNC_SM90_CHECK(cudaDeviceSynchronize());
       }
-      const int t = S > 1 ? g.split_from + split_tiles * S : tiles;
-      if (i == 0) params.items0 = t;
-      items += t;
+      params.sched.add(cusync::OrderDesc{g.order}, cusync::sm90::StageWork{tiles, g.K / Cfg::BK, S, g.split_from});
+      params.any_wait = params.any_wait || g.in_sems != nullptr;
     }
-    if (n == 1) {
-      params.ml[1] = params.ml[0];
-      params.g[1] = params.g[0];  // never used (no item maps to it); its workspace stays null
-    }
-    params.n_gemms = n;
-    params.items = items;
+    const int items = params.sched.items();
     params.ticket = ticket;
     params.flags = flags_;
     params.timeout_ns = timeout;
