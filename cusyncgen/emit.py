@@ -177,8 +177,14 @@ def _policy_view(p: ir.PolicyIR) -> dict:
     desc = ", ".join(f"{ax}: {_describe(d)}" for d, ax, E in zip(p.dims, AXES, p.producer_extent)
                      if E > 1) or "a single tile"
     sem = _sum(terms)
+    kinds, params, extent, num = p.desc()
     return {"struct": p.struct_name, "num_sems": p.num_sems, "sem": sem, "value": value,
+            "desc": f"{{{_ints(kinds)}}}, {{{_ints(params)}}}, {{{_ints(extent)}}}, {num}",
             "comment": f"{p.name}: {desc}", "sem_arg": _arg("t", sem), "value_arg": _arg("t", value)}
+
+
+def _ints(values) -> str:
+    return ", ".join(str(v) for v in values)
 
 
 def _describe(d: ir.DimMap) -> str:
@@ -239,7 +245,11 @@ def header(program: ir.ProgramIR, namespace: str | None = None) -> str:
         with_text = " with " + ", ".join(f"{n}={v}" for n, v in program.overrides)
     needs_floor = any(_needs_floor(e) for d in program.deps for p in d.producers
                       for ts in p.tilesets for e in ts.index)
-    grids = [_order_view(g, program.order(g.name)) for g in program.grids]
+    grids = []
+    for g in program.grids:
+        o = program.order(g.name)
+        gd, stride, count, outer, extent = o.desc()
+        grids.append(dict(_order_view(g, o), desc=f"{gd}, {stride}, {count}, {outer}, {{{_ints(extent)}}}"))
     deps = []
     for d in program.deps:
         deps.append({

@@ -226,6 +226,12 @@ class OrderIR:
     def _axis(self) -> int:
         return AXES.index(self.group_dim) if self.group_dim else -1
 
+    def desc(self) -> tuple:
+        """The run-time descriptor (CusyncOrderDesc) as plain ints: (group_dim, group_stride,
+        group_count, groups_outer, extent[3]); group_dim -1 for none."""
+        return self._axis(), int(self.group_stride), int(self.group_count), int(bool(self.groups_outer)), \
+            tuple(int(e) for e in self.extent)
+
     def tile(self, linear: int) -> Tile:
         """The tile at position ``linear`` (an int, or an int64 array: a tuple of arrays)."""
         X, Y, _ = self.extent
@@ -284,6 +290,9 @@ def _div_group_cxx(ax: str, E: int, k: int):
 
 #: every DimMap kind: ``tile`` (one semaphore per tile), ``all`` (one for the whole dim), ``mod``
 #: (tiles ``t % p`` share one: StridedSync) and ``div`` (tiles ``t / p`` share one).
+# DimMap kinds as the run-time descriptors number them (runtime_cuda/cusync/desc.h, DimKind)
+DIM_KIND_CODES = {"tile": 0, "all": 1, "mod": 2, "div": 3}
+
 DIM_KINDS = {k.name: k for k in (
     DimKind("tile", coord=lambda t, p: t, extent=lambda E, p: E, group=lambda t, E, p: 1,
             cxx=lambda ax, p: f"t.{ax}", cxx_group=lambda ax, E, p: 1,
@@ -342,6 +351,13 @@ class PolicyIR:
     @property
     def struct_name(self) -> str:
         return f"{self.dep}_{self.producer}_{self.name}"
+
+    def desc(self) -> tuple:
+        """The run-time descriptor (runtime_cuda/cusync/desc.h, CusyncPolicyDesc) as plain ints:
+        (kind[3], param[3], extent[3], num_sems)."""
+        kinds = tuple(DIM_KIND_CODES[d.kind] for d in self.dims)
+        return kinds, tuple(int(d.param) for d in self.dims), tuple(int(e) for e in self.producer_extent), \
+            int(self.num_sems)
 
     def sem(self, t: Tile) -> int:
         return int(self._sem(*t))

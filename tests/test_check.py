@@ -127,10 +127,12 @@ def _model_lines(c: "cusyncgen.Compiled") -> list:
     for o in p.orders:
         for lin in range(o.num_tiles):
             t = o.tile(lin)
-            out.append(f"{ns} O {o.grid} {lin} {t[0]} {t[1]} {t[2]} {o.linear(t)}")
+            # the order struct, then the header's run-time descriptor of it (cusync/desc.h)
+            out.append(f"{ns} O {o.grid} {lin} {t[0]} {t[1]} {t[2]} {o.linear(t)} {t[0]} {t[1]} {t[2]}")
     for pol in p.policies:
         for t in p.grid(pol.producer).tiles():
-            out.append(f"{ns} P {pol.struct_name} {t[0]} {t[1]} {t[2]} {pol.sem(t)} {pol.value(t)}")
+            out.append(f"{ns} P {pol.struct_name} {t[0]} {t[1]} {t[2]} {pol.sem(t)} {pol.value(t)} "
+                       f"{pol.sem(t)} {pol.value(t)}")
     for d in p.deps:
         for prod in d.producers:
             for c_ in p.grid(d.consumer).tiles():
@@ -149,15 +151,17 @@ def _host_program(compiled: dict) -> str:
         for o in p.orders:
             src.append(f"  for (int l = 0; l < {ns}::{o.grid}_order::num_tiles; ++l) {{ "
                        f"cusync::Tile t = {ns}::{o.grid}_order::tile(l); "
-                       f'std::printf("{ns} O {o.grid} %d %d %d %d %d\\n", l, t.x, t.y, t.z, '
-                       f"{ns}::{o.grid}_order::linear(t)); }}")
+                       f"cusync::Tile d = cusync::order_tile({ns}::{o.grid}_order_desc(), l); "
+                       f'std::printf("{ns} O {o.grid} %d %d %d %d %d %d %d %d\\n", l, t.x, t.y, t.z, '
+                       f"{ns}::{o.grid}_order::linear(t), d.x, d.y, d.z); }}")
         for pol in p.policies:
             g = f"{ns}::{pol.producer}"
             s = f"{ns}::{pol.struct_name}"
             src.append(f"  for (int z = 0; z < {g}::Z; ++z) for (int y = 0; y < {g}::Y; ++y) "
                        f"for (int x = 0; x < {g}::X; ++x) {{ cusync::Tile t{{x, y, z}}; "
-                       f'std::printf("{ns} P {pol.struct_name} %d %d %d %d %d\\n", x, y, z, '
-                       f"{s}::sem(t), {s}::value(t)); }}")
+                       f'std::printf("{ns} P {pol.struct_name} %d %d %d %d %d %d %u\\n", x, y, z, '
+                       f"{s}::sem(t), {s}::value(t), cusync::policy_sem({s}_desc(), x, y, z), "
+                       f"cusync::policy_value({s}_desc(), x, y, z)); }}")
             t = (pol.producer_extent[0] - 1, pol.producer_extent[1] - 1, 0)
             src.append(f"  static_assert({s}::sem(cusync::Tile{{{t[0]}, {t[1]}, {t[2]}}}) == "
                        f"{pol.sem(t)} && {s}::num_sems == {pol.num_sems}, \"constexpr sem\");")
@@ -233,6 +237,7 @@ def _cuda_source(compiled: dict) -> str:
                        f"int(threadIdx.x) % {ns}::{o.grid}_order::num_tiles));")
         for pol in p.policies:
             src.append(f"  acc += {ns}::{pol.struct_name}::sem(t) * {ns}::{pol.struct_name}::value(t);")
+            src.append(f"  acc += cusync::PolicyDesc{{{ns}::{pol.struct_name}_desc()}}.sem(t);")
         for d in p.deps:
             for prod in d.producers:
                 w = f"{ns}::{d.name}_{prod.grid}_waits"

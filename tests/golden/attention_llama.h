@@ -20,6 +20,8 @@ struct g1_order {
     return t.x / 8 + 3 * (t.y + 4 * (t.x % 8));
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g1_order_desc() { return CusyncOrderDesc{0, 8, 3, 1, {24, 4, 1}}; }
 
 // grid gP: 4 x 4 x 8 tiles
 struct gP {
@@ -36,6 +38,8 @@ struct gP_order {
     return t.x + 4 * t.y + 16 * t.z;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc gP_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 4, 8}}; }
 
 // grid gR: 1 x 4 x 8 tiles
 struct gR {
@@ -52,6 +56,8 @@ struct gR_order {
     return t.y + 4 * t.z;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc gR_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {1, 4, 8}}; }
 
 // grid gT: 1 x 4 x 8 tiles
 struct gT {
@@ -68,6 +74,8 @@ struct gT_order {
     return t.y + 4 * t.z;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc gT_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {1, 4, 8}}; }
 
 // grid g2: 64 x 4 x 1 tiles
 struct g2 {
@@ -84,6 +92,8 @@ struct g2_order {
     return t.x + 64 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g2_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {64, 4, 1}}; }
 
 // Dep depQK: gP waits on g1
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
@@ -92,18 +102,21 @@ struct depQK_g1_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 24 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depQK_g1_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {24, 4, 1}, 96}; }
 // StridedSync: x: tiles t % 8 share a semaphore, y: one semaphore per tile
 struct depQK_g1_StridedSync {
   static constexpr int num_sems = 32;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x % 8 + 8 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 3; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depQK_g1_StridedSync_desc() { return CusyncPolicyDesc{{2, 0, 0}, {8, 0, 0}, {24, 4, 1}, 32}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct depQK_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 24; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depQK_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {24, 4, 1}, 4}; }
 // the 4 tiles of g1 one gP tile c waits on, in order
 struct depQK_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
@@ -129,12 +142,14 @@ struct depPR_gP_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y + 16 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depPR_gP_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {4, 4, 8}, 128}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile, z: one semaphore per tile
 struct depPR_gP_RowSync {
   static constexpr int num_sems = 32;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depPR_gP_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {4, 4, 8}, 32}; }
 // the 4 tiles of gP one gR tile c waits on, in order
 struct depPR_gP_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
@@ -155,24 +170,28 @@ struct depTR1_gR_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depTR1_gR_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {1, 4, 8}, 32}; }
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
 struct depTR1_g1_TileSync {
   static constexpr int num_sems = 96;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 24 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depTR1_g1_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {24, 4, 1}, 96}; }
 // ColSync: x: one semaphore per tile, y: one semaphore for the whole dim
 struct depTR1_g1_ColSync {
   static constexpr int num_sems = 24;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depTR1_g1_ColSync_desc() { return CusyncPolicyDesc{{0, 1, 0}, {0, 0, 0}, {24, 4, 1}, 24}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct depTR1_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 24; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depTR1_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {24, 4, 1}, 4}; }
 // the 1 tile of gR one gT tile c waits on, in order
 struct depTR1_gR_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 1; }
@@ -204,12 +223,14 @@ struct depT2_gT_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y + 4 * t.z; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depT2_gT_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {1, 4, 8}, 32}; }
 // GroupSync_xtile_ytile_zall: y: one semaphore per tile, z: one semaphore for the whole dim
 struct depT2_gT_GroupSync_xtile_ytile_zall {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 8; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc depT2_gT_GroupSync_xtile_ytile_zall_desc() { return CusyncPolicyDesc{{0, 0, 1}, {0, 0, 0}, {1, 4, 8}, 4}; }
 // the 8 tiles of gT one g2 tile c waits on, in order
 struct depT2_gT_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 8; }

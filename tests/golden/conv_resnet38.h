@@ -19,6 +19,8 @@ struct g1_order {
     return t.x + 4 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g1_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 25, 1}}; }
 
 // grid g2: 4 x 25 x 1 tiles
 struct g2 {
@@ -35,6 +37,8 @@ struct g2_order {
     return t.x + 4 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g2_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 25, 1}}; }
 
 // Dep dep: g2 waits on g1
 // Conv2DTileSync: x: one semaphore per tile, y: one semaphore per tile
@@ -43,12 +47,14 @@ struct dep_g1_Conv2DTileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_Conv2DTileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {4, 25, 1}, 100}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
   static constexpr int num_sems = 25;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {4, 25, 1}, 25}; }
 // the 12 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }

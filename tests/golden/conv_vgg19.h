@@ -19,6 +19,8 @@ struct g1_order {
     return t.x + 4 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g1_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 4, 1}}; }
 
 // grid g2: 4 x 4 x 1 tiles
 struct g2 {
@@ -35,6 +37,8 @@ struct g2_order {
     return t.x + 4 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g2_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 4, 1}}; }
 
 // grid g3: 4 x 4 x 1 tiles
 struct g3 {
@@ -51,6 +55,8 @@ struct g3_order {
     return t.x + 4 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g3_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 4, 1}}; }
 
 // grid g4: 4 x 4 x 1 tiles
 struct g4 {
@@ -67,6 +73,8 @@ struct g4_order {
     return t.x + 4 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g4_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {4, 4, 1}}; }
 
 // Dep dep12: g2 waits on g1
 // Conv2DTileSync: x: one semaphore per tile, y: one semaphore per tile
@@ -75,12 +83,14 @@ struct dep12_g1_Conv2DTileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep12_g1_Conv2DTileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {4, 4, 1}, 16}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep12_g1_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep12_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {4, 4, 1}, 4}; }
 // the 12 tiles of g1 one g2 tile c waits on, in order
 struct dep12_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
@@ -111,12 +121,14 @@ struct dep23_g2_Conv2DTileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep23_g2_Conv2DTileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {4, 4, 1}, 16}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep23_g2_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep23_g2_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {4, 4, 1}, 4}; }
 // the 12 tiles of g2 one g3 tile c waits on, in order
 struct dep23_g2_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }
@@ -147,12 +159,14 @@ struct dep34_g3_Conv2DTileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 4 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep34_g3_Conv2DTileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {4, 4, 1}, 16}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep34_g3_RowSync {
   static constexpr int num_sems = 4;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 4; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep34_g3_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {4, 4, 1}, 4}; }
 // the 12 tiles of g3 one g4 tile c waits on, in order
 struct dep34_g3_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 12; }

@@ -19,6 +19,8 @@ struct g1_order {
     return t.x;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g1_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {1056, 1, 1}}; }
 
 // grid g2: 1056 x 1 x 1 tiles
 struct g2 {
@@ -35,6 +37,8 @@ struct g2_order {
     return t.x;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g2_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {1056, 1, 1}}; }
 
 // Dep dep: g2 waits on g1
 // TileSync: x: one semaphore per tile
@@ -43,12 +47,14 @@ struct dep_g1_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {1056, 1, 1}, 1056}; }
 // RowSync: x: one semaphore for the whole dim
 struct dep_g1_RowSync {
   static constexpr int num_sems = 1;
   CUSYNC_HD static constexpr int sem(cusync::Tile /*t*/) { return 0; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1056; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {1056, 1, 1}, 1}; }
 // the 1 tile of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 1; }

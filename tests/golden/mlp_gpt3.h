@@ -19,6 +19,8 @@ struct g1_order {
     return t.x + 48 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g1_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {48, 16, 1}}; }
 
 // grid g2: 96 x 16 x 1 tiles
 struct g2 {
@@ -35,6 +37,8 @@ struct g2_order {
     return t.x + 96 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g2_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {96, 16, 1}}; }
 
 // Dep dep: g2 waits on g1
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
@@ -43,12 +47,14 @@ struct dep_g1_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 48 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {48, 16, 1}, 768}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
   static constexpr int num_sems = 16;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 48; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {48, 16, 1}, 16}; }
 // the 48 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 48; }

@@ -20,6 +20,8 @@ struct g1_order {
     return (t.x % 43 * 2 + t.x / 43) + 86 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g1_order_desc() { return CusyncOrderDesc{0, 43, 2, 0, {86, 2, 1}}; }
 
 // grid g2: 128 x 2 x 1 tiles
 struct g2 {
@@ -36,6 +38,8 @@ struct g2_order {
     return t.x + 128 * t.y;
   }
 };
+// the same order as a run-time descriptor (cusync/desc.h; the Hopper sync layer's OrderDesc)
+CUSYNC_HD constexpr CusyncOrderDesc g2_order_desc() { return CusyncOrderDesc{-1, 1, 1, 0, {128, 2, 1}}; }
 
 // Dep dep: g2 waits on g1
 // TileSync: x: one semaphore per tile, y: one semaphore per tile
@@ -44,18 +48,21 @@ struct dep_g1_TileSync {
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x + 86 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 1; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_TileSync_desc() { return CusyncPolicyDesc{{0, 0, 0}, {0, 0, 0}, {86, 2, 1}, 172}; }
 // StridedSync: x: tiles t % 43 share a semaphore, y: one semaphore per tile
 struct dep_g1_StridedSync {
   static constexpr int num_sems = 86;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.x % 43 + 43 * t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 2; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_StridedSync_desc() { return CusyncPolicyDesc{{2, 0, 0}, {43, 0, 0}, {86, 2, 1}, 86}; }
 // RowSync: x: one semaphore for the whole dim, y: one semaphore per tile
 struct dep_g1_RowSync {
   static constexpr int num_sems = 2;
   CUSYNC_HD static constexpr int sem(cusync::Tile t) { return t.y; }
   CUSYNC_HD static constexpr int value(cusync::Tile /*t*/) { return 86; }
 };
+CUSYNC_HD constexpr CusyncPolicyDesc dep_g1_RowSync_desc() { return CusyncPolicyDesc{{1, 0, 0}, {0, 0, 0}, {86, 2, 1}, 2}; }
 // the 86 tiles of g1 one g2 tile c waits on, in order
 struct dep_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 86; }
