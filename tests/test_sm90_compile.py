@@ -210,7 +210,8 @@ def test_ctypes_structs_match_the_c_header(tmp_path):
     src = tmp_path / "abi.cpp"
     src.write_text(ABI_MAIN.replace("%FIELDS%", fields))
     exe = tmp_path / "abi"
-    subprocess.run([cxx, "-std=c++17", f"-I{sm90.source_dir()}", str(src), "-o", str(exe)], check=True)
+    subprocess.run([cxx, "-std=c++17", f"-I{sm90.source_dir()}", f"-I{sm90.source_dir().parent}", str(src), "-o",
+                    str(exe)], check=True)
     got = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
                                                                check=True).stdout.split("\n") if line)
     import ctypes

@@ -189,10 +189,12 @@ class Gemm(ctypes.Structure):
 
 
 class Debug(ctypes.Structure):
-    _fields_ = [("failed", ctypes.c_int32), ("claimed", ctypes.c_int32), ("block", ctypes.c_int32),
-                ("gemm", ctypes.c_int32), ("tile_x", ctypes.c_int32), ("tile_y", ctypes.c_int32),
-                ("producer_x", ctypes.c_int32), ("sem", ctypes.c_int32), ("seen", ctypes.c_uint32),
-                ("target", ctypes.c_uint32), ("producer_y", ctypes.c_int32)]
+    """cusync::DebugRecord (runtime_cuda/cusync/debug.h), shared with the SM80 stages."""
+    _fields_ = [("failed", ctypes.c_int32), ("stage", ctypes.c_int32), ("producer", ctypes.c_int32),
+                ("tile_x", ctypes.c_int32), ("tile_y", ctypes.c_int32), ("tile_z", ctypes.c_int32),
+                ("sem", ctypes.c_int32), ("seen", ctypes.c_uint32), ("expected", ctypes.c_uint32),
+                ("consumer_x", ctypes.c_int32), ("consumer_y", ctypes.c_int32), ("consumer_z", ctypes.c_int32),
+                ("block", ctypes.c_int32), ("claimed", ctypes.c_int32)]
 
 
 def policy_desc(p) -> Policy:
@@ -853,11 +855,11 @@ class MlpRunner:
 
     def check_debug(self):
         """Raise if a wait of this runner timed out (call after synchronizing)."""
-        d = self.debug.cpu().tolist()
-        if d[0]:
-            raise Sm90Error(f"{self.name} M={self.M}: a wait timed out: block {d[2]} gemm {d[3]} tile ({d[4]}, {d[5]}) "
-                            f"producer tile ({d[6]}, {d[10]}) sem {d[7]} seen {d[8] & 0xffffffff} target "
-                            f"{d[9] & 0xffffffff}")
+        d = Debug.from_buffer_copy(self.debug.cpu().numpy().tobytes()[:ctypes.sizeof(Debug)])
+        if d.failed:
+            raise Sm90Error(f"{self.name} M={self.M}: a wait timed out: block {d.block} gemm {d.stage} tile "
+                            f"({d.consumer_x}, {d.consumer_y}) producer tile ({d.tile_x}, {d.tile_y}) sem {d.sem} "
+                            f"seen {d.seen} target {d.expected}")
 
 
 def main(argv=None) -> int:
