@@ -1,0 +1,299 @@
+"""What a new user meets first, tried with odd input: every case is a clear message (``file:line:col:
+error:`` for a program, one ``cusyncgen <command>: error:`` line otherwise), exit 1 (2 for usage),
+never a traceback, and nothing written or changed on error. CPU only, a few seconds."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cusyncgen
+from cusyncgen import cli, files
+from cusyncgen.cuda import tune
+from cusyncgen.errors import CusyncError
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples"
+RESULTS = ROOT / "benchmarks" / "results"
+LLAMA_EP = EX / "mlp_llama_ep.dep"
+SIZES = ["-D", "B=1", "-D", "S=128"]
+
+
+def run(argv, stdin="") -> tuple:
+    """cli.main in-process: (exit status, stdout, stderr); ``stdin`` None: started with it closed."""
+    out, err = io.StringIO(), io.StringIO()
+    old_in = sys.stdin
+    sys.stdin = io.StringIO(stdin) if isinstance(stdin, str) else stdin
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(list(argv))
+    finally:
+        sys.stdin = old_in
+    return rc, out.getvalue(), err.getvalue()
+
+
+def one_error_line(err: str, prog: str) -> str:
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), err
+    return lines[0]
+
+
+def tree(path: Path) -> dict:
+    """Every file under ``path`` and its bytes: what a failed command must leave alone."""
+    return {p.relative_to(path): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+# ---- closed stdin, `reorder -`, a byte-order mark ----------------------------------------------
+
+@pytest.mark.parametrize("cmd", [[], ["check"], ["plan"], ["reorder"]])
+def test_a_closed_stdin_is_an_error_not_a_traceback(cmd):
+    rc, out, err = run(cmd + ["-"], stdin=None)
+    assert rc == 1 and out == ""
+    assert one_error_line(err, "cusyncgen" + (f" {cmd[0]}" if cmd else "")).endswith(
+        "cannot read <stdin>: it is closed")
+
+
+def test_a_closed_stdin_in_a_process():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m cusyncgen - <&-'], env=env, text=True,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 1 and r.stderr == "cusyncgen: error: cannot read <stdin>: it is closed\n"
+
+
+def test_reorder_reads_stdin_like_every_command():
+    src = (EX / "kernels" / "gemm_tiled.cu").read_text()
+    rc_file, from_file, _ = run(["reorder", str(EX / "kernels" / "gemm_tiled.cu")])
+    rc, out, err = run(["reorder", "-"], stdin=src)
+    assert rc == rc_file == 0 and out == from_file != src
+    assert err.startswith("<stdin>:") and "moved the tile(B) load" in err
+
+
+def test_a_byte_order_mark_is_not_part_of_the_program(tmp_path):
+    text = LLAMA_EP.read_text()
+    bom = tmp_path / "bom.dep"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    rc, header, err = run([str(bom), *SIZES])
+    assert rc == 0 and err == "" and header.startswith("#pragma once")
+    rc, from_stdin, err = run(["-", *SIZES], stdin="\ufeff" + text)
+    assert rc == 0 and err == "" and "namespace stdin" in from_stdin
+    assert cusyncgen.compile(bom, params={"B": 1, "S": 128}).header == header
+    # positions stay those of the text after the mark
+    bad = tmp_path / "bad.dep"
+    bad.write_bytes(b"\xef\xbb\xbfDim x;\nGrid g(x, 0);\n")
+    rc, _, err = run(["check", str(bad)])
+    assert rc == 1 and err.startswith(f"{bad}:2:") and "\ufeff" not in err
+
+
+# ---- -o equal to an input, and writes that fail part-way ----------------------------------------
+
+def test_an_output_that_is_the_input_is_refused(tmp_path):
+    prog = tmp_path / "a.dep"
+    prog.write_text(LLAMA_EP.read_text())
+    (tmp_path / "link.dep").symlink_to(prog)
+    kernel = tmp_path / "k.cu"
+    kernel.write_text((EX / "kernels" / "gemm_tiled.cu").read_text())
+    before = tree(tmp_path)
+    for argv in ([str(prog), *SIZES, "-o", str(prog)],
+                 [str(prog), *SIZES, "-o", str(tmp_path / "." / "a.dep")],
+                 [str(tmp_path / "link.dep"), *SIZES, "-o", str(prog)],
+                 ["reorder", str(kernel), "-o", str(kernel)]):
+        rc, out, err = run(argv)
+        prog_name = "cusyncgen reorder" if argv[0] == "reorder" else "cusyncgen"
+        assert rc == 1 and out == ""
+        assert "would replace the input" in one_error_line(err, prog_name)
+    assert tree(tmp_path) == before
+
+
+class _FullDisk(io.RawIOBase):
+    """A file that takes ``room`` bytes, then fails as a full disk does."""
+
+    def __init__(self, f, room: int):
+        self.f, self.room = f, room
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = self.f.write(bytes(b[: self.room]))
+        self.room -= n
+        return n
+
+    def fileno(self):
+        return self.f.fileno()
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """Every file files.py opens takes 100 bytes, then the disk is full."""
+    real = os.fdopen
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        return io.BufferedWriter(_FullDisk(real(fd, mode, buffering=0), 100), buffer_size=16)
+    monkeypatch.setattr(files.os, "fdopen", fdopen)
+
+
+def test_a_write_that_fails_part_way_leaves_the_previous_output(tmp_path, full_disk):
+    out = tmp_path / "out.h"
+    out.write_text("the previous header\n")
+    rc, stdout, err = run([str(LLAMA_EP), *SIZES, "-o", str(out)])
+    assert rc == 1 and stdout == ""
+    assert one_error_line(err, "cusyncgen") == f"cusyncgen: error: cannot write {out}: No space left on device"
+    assert out.read_text() == "the previous header\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.h"]  # no temporary file left behind
+
+
+def test_every_file_of_a_tune_report_is_written_or_none(tmp_path, full_disk, capsys):
+    bench = {"device": "Test GPU", "workload": "conv2d",
+             "rows": [{"model": "L1", "M": 1, "config": c, "time_us": t, "correct": True}
+                      for c, t in (("StreamSync", 10.0), ("TileSync", 9.0))]}
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    out = tmp_path / "out"
+    out.mkdir()
+    for ext in ("json", "md", "h"):
+        (out / f"tune-conv2d-test-gpu.{ext}").write_text(f"old {ext}\n")
+    before = tree(out)
+    rc = tune.main(["conv2d", "--from-json", str(tmp_path / "b.json"), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "No space left on device" in one_error_line(err, "cusyncgen tune")
+    assert tree(out) == before
+
+
+def test_write_files_follows_links_and_keeps_modes(tmp_path):
+    target = tmp_path / "target.h"
+    target.write_text("old")
+    target.chmod(0o640)
+    (tmp_path / "link.h").symlink_to(target)
+    files.write_file(tmp_path / "link.h", "new")
+    assert (tmp_path / "link.h").is_symlink() and target.read_text() == "new"
+    assert target.stat().st_mode & 0o777 == 0o640
+    files.write_file(os.devnull, "into /dev/null, not over it")
+    assert Path(os.devnull).exists() and not Path(os.devnull).is_file()
+    with pytest.raises(CusyncError, match="it is a directory"):
+        files.write_file(tmp_path, "x")
+
+
+# ---- tune: rows, caches and -o of every shape ---------------------------------------------------
+
+def _bench(rows, workload="conv2d"):
+    return {"device": "Test GPU", "workload": workload, "rows": rows}
+
+
+GOOD_ROW = {"model": "L1", "M": 1, "config": "StreamSync", "time_us": 10.0, "correct": True}
+
+
+@pytest.mark.parametrize("workload", ["conv2d", "attention"])
+@pytest.mark.parametrize("rows, message", [
+    ([1, 2], "rows[0] is a number, not an object"),
+    ([GOOD_ROW, {"M": 1}], "rows[1] has no field 'model'"),
+    ([dict(GOOD_ROW, time_us="fast")], "rows[0]: 'time_us' is \"fast\", not a positive number"),
+    ([dict(GOOD_ROW, correct=1)], "rows[0]: 'correct' is 1, not true or false"),
+    ({"a": 1}, "not `cusyncgen bench` results (a JSON object with device, workload and rows)"),
+    ([], "no rows (an empty bench run): nothing to choose from"),
+    ([dict(GOOD_ROW, config="cuBLAS")], "no rows of our kernels"),
+    ([dict(GOOD_ROW, config="TileSync")], "L1 M=1: no StreamSync row to compare with"),
+    ([dict(GOOD_ROW, correct=False)], "L1 M=1: no configuration computed the reference's result"),
+])
+def test_tune_from_json_names_what_is_wrong_with_a_row(tmp_path, capsys, workload, rows, message):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(_bench(rows, workload)))
+    rc = tune.main([workload, "--from-json", str(path), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1 and message in one_error_line(err, "cusyncgen tune"), err
+    assert not (tmp_path / "out").exists()
+
+
+def _cache(name: str, edit) -> dict:
+    cache = json.loads((RESULTS / name).read_text())
+    for entries in cache.values():
+        for entry in entries.values():
+            edit(entry)
+    return cache
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("tune-cache-nvidia-h200.json", lambda e: e.update(rows="x"), "rows is a string, not a list of rows"),
+    ("tune-cache-nvidia-h200.json", lambda e: e.pop("tiles"), "has no field 'tiles'"),
+    ("tune-cache-nvidia-h200.json", lambda e: e["rows"][0].pop("time_us"), "rows[0] has no field 'time_us'"),
+    ("tune-cache-nvidia-h100-80gb-hbm3-sm90.json", lambda e: "rows" in e and e.update(rows=[{"x": 1}]),
+     "rows[0] has no field 'config'"),
+    ("tune-cache-nvidia-h100-80gb-hbm3-sm90.json", lambda e: "gemm" in e and e.update(gemm=[[]]),
+     "gemm[0] is a list, not an object"),
+    ("tune-cache-nvidia-h100-80gb-hbm3-sm90.json", lambda e: "confirm" in e and e["confirm"].pop("ours_us"),
+     "confirm has no field 'ours_us'"),
+])
+def test_tune_from_cache_names_the_file_and_the_field(tmp_path, capsys, name, edit, message):
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(_cache(name, edit)))
+    rc = tune.main(["mlp", "--from-cache", str(path), "-o", str(tmp_path / "out")])
+    line = one_error_line(capsys.readouterr().err, "cusyncgen tune")
+    assert rc == 1 and line.startswith(f"cusyncgen tune: error: {path}: ") and message in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_tune_out_dir_must_be_a_directory_one_can_write(tmp_path, capsys):
+    bench = tmp_path / "b.json"
+    bench.write_text(json.dumps(_bench([GOOD_ROW, dict(GOOD_ROW, config="TileSync", time_us=9.0)])))
+    (tmp_path / "afile").write_text("keep")
+    cases = [(tmp_path / "afile", "it is a file, not a directory"),
+             (tmp_path / "afile" / "sub", "afile is a file, not a directory")]
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        cases.append((locked / "out", "permission denied"))
+    for out, message in cases:
+        rc = tune.main(["conv2d", "--from-json", str(bench), "-o", str(out)])
+        assert rc == 1 and message in one_error_line(capsys.readouterr().err, "cusyncgen tune")
+    assert (tmp_path / "afile").read_text() == "keep"
+
+
+def test_tune_never_writes_over_its_input(tmp_path, capsys):
+    cache = tmp_path / "tune-mlp-nvidia-h200.json"   # a cache named like the report it would write
+    cache.write_bytes((RESULTS / "tune-cache-nvidia-h200.json").read_bytes())
+    before = tree(tmp_path)
+    rc = tune.main(["mlp", "--from-cache", str(cache), "-o", str(tmp_path)])
+    assert rc == 1 and "would replace the input" in one_error_line(capsys.readouterr().err, "cusyncgen tune")
+    assert tree(tmp_path) == before
+
+
+# ---- results --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", [{}, {"notes.txt": "x", "other.json": "{\"a\": 1}"}])
+def test_results_of_a_directory_without_results_is_an_error(tmp_path, capsys, content):
+    for name, text in content.items():
+        (tmp_path / name).write_text(text)
+    rc, out, err = run(["results", str(tmp_path), "-o", str(tmp_path / "page.md")])
+    assert rc == 1 and out == ""
+    assert "holds no bench or tune results" in one_error_line(err, "cusyncgen results")
+    assert not (tmp_path / "page.md").exists()
+
+
+def test_results_is_a_subcommand_and_a_module(tmp_path):
+    rc, out, err = run(["results", str(RESULTS)])
+    assert rc == 0 and out.startswith("# Results") and err == ""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "cusyncgen.results", str(RESULTS)], env=env, text=True,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == out
+    rc, out, err = run(["results", str(RESULTS), "-o", str(RESULTS / "mlp-nvidia-h200.json")])
+    assert rc == 1 and "would replace the input" in one_error_line(err, "cusyncgen results")
+
+
+def test_examples_prints_the_examples_directory():
+    rc, out, err = run(["--examples"])
+    assert rc == 0 and err == "" and Path(out.strip()) == cusyncgen.data_path("examples")
+    assert (Path(out.strip()) / "mlp_gpt3.dep").is_file()
