@@ -15,7 +15,7 @@ import re
 import sys
 
 from cusyncgen import files
-from cusyncgen.errors import CusyncError, InvalidNameError
+from cusyncgen.errors import CusyncError, InvalidNameError, UnknownParamError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -123,7 +123,10 @@ def compile_file(path: str, params: dict, namespace=None):
     ns = namespace
     if ns is None and path == "-":
         ns = "stdin"
-    return cusyncgen.compile(text, params=params, name=name, namespace=ns)
+    try:
+        return cusyncgen.compile(text, params=params, name=name, namespace=ns)
+    except UnknownParamError as e:  # said in the command line's words
+        raise UnknownParamError(e.param, e.declared, given_as="-D") from None
 
 
 def warn(compiled, prog: str) -> None:

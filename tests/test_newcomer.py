@@ -297,3 +297,61 @@ def test_examples_prints_the_examples_directory():
     rc, out, err = run(["--examples"])
     assert rc == 0 and err == "" and Path(out.strip()) == cusyncgen.data_path("examples")
     assert (Path(out.strip()) / "mlp_gpt3.dep").is_file()
+
+
+# ---- messages in the user's words -------------------------------------------------------------------
+
+def test_a_reserved_namespace_says_why_it_is_reserved(tmp_path):
+    rc, out, err = run([str(LLAMA_EP), *SIZES, "--namespace", "cusync"])
+    assert rc == 2 and out == ""
+    assert err.splitlines()[-1] == ("cusyncgen: error: argument --namespace: namespace 'cusync' is reserved: it is "
+                                    "the CuSync runtime's namespace (cusync::CuStage, cusync::Tile...)")
+    rc, _, err = run([str(LLAMA_EP), *SIZES, "--namespace", "int"])
+    assert rc == 2 and err.splitlines()[-1].endswith("namespace 'int' is a C++ keyword")
+
+
+def test_reorder_without_pragmas_says_so(tmp_path):
+    plain = tmp_path / "plain.cu"
+    plain.write_text("__global__ void k() {}\n")
+    rc, out, err = run(["reorder", str(plain)])
+    assert rc == 0 and out == plain.read_text()
+    assert err == (f"cusyncgen reorder: warning: {plain} has no '#pragma cusync tile(A)' / 'tile(B)' annotations: "
+                   "nothing to move (mark the two loads, see `cusyncgen reorder -h`)\n")
+    done = tmp_path / "done.cu"
+    done.write_text(run(["reorder", str(EX / "kernels" / "gemm_tiled.cu")])[1])
+    rc, out, err = run(["reorder", str(done)])
+    assert rc == 0 and err == f"{done}: nothing to move (already reordered)\n"
+
+
+def test_an_unknown_param_is_named_as_it_was_given():
+    its = "its Params: H, B, S, TileM, TileN"
+    with pytest.raises(CusyncError) as e:
+        cusyncgen.compile(EX / "mlp_gpt3.dep", params={"B": 1, "S": 128, "Q": 1})
+    assert e.value.message == f"params={{'Q': ...}}: the program declares no Param 'Q' ({its})"
+    from cusyncgen import dsl
+    x = dsl.Dim("x")
+    prog = dsl.Program("p", x, dsl.Grid("g", [x], [2]))
+    with pytest.raises(CusyncError, match=r"params=\{'Q': \.\.\.\}: the program declares no Param 'Q' "
+                                          r"\(it declares none\)"):
+        prog.compile({"Q": 1})
+    for cmd in ([], ["check"], ["plan"]):
+        rc, out, err = run(cmd + [str(EX / "mlp_gpt3.dep"), *SIZES, "-D", "Q=1"])
+        assert rc == 1 and out == ""
+        assert one_error_line(err, " ".join(["cusyncgen", *cmd])).endswith(
+            f"error: -D Q: the program declares no Param 'Q' ({its})")
+
+
+def test_plan_calibrated_names_the_gpus_measured():
+    from cusyncgen.plan import gpus
+    measured = sorted(k for k, t in gpus.TIMINGS.items() if t != gpus.Timing())
+    assert measured  # the README's `plan --calibrated` needs one
+    rc, out, err = run(["plan", str(EX / "mlp_gpt3.dep"), *SIZES, "--calibrated", "--gpu", "v100"])
+    assert rc == 1 and out == ""
+    assert one_error_line(err, "cusyncgen plan") == (
+        f"cusyncgen plan: error: --calibrated: timing terms were measured on {', '.join(measured)} only "
+        "(cusyncgen/plan/gpus.py TIMINGS), not on v100: choose one with --gpu, or give --launch-gap, "
+        "--wait-cost and --skew")
+    rc, out, _ = run(["plan", str(EX / "mlp_gpt3.dep"), *SIZES, "--calibrated", "--gpu", measured[0]])
+    assert rc == 0 and out
+    rc, out, _ = run(["plan", "-h"])
+    assert f"measured on {', '.join(measured)}" in " ".join(out.split())
