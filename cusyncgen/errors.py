@@ -131,5 +131,11 @@ class InvalidNameError(CusyncError, ValueError):
     ``--namespace int``)."""
 
 
+class MissingDependencyError(CusyncError, ImportError):
+    """A package the GPU path needs (CuPy, cuda-bindings, PyTorch) is not installed: the message
+    says which, and the pip command that installs it. An ImportError too, for code that tests
+    for the GPU stack with ``except ImportError``."""
+
+
 class SoundnessError(CusyncError):
     """``cusyncgen check`` found a policy or order that is not sound (a compiler bug)."""

@@ -355,3 +355,84 @@ def test_plan_calibrated_names_the_gpus_measured():
     assert rc == 0 and out
     rc, out, _ = run(["plan", "-h"])
     assert f"measured on {', '.join(measured)}" in " ".join(out.split())
+
+
+# ---- the GPU path without its packages, and the sm90 library's build -----------------------------
+
+def test_the_readme_gpu_snippet_without_cupy_is_one_clear_error(monkeypatch):
+    import traceback
+
+    from cusyncgen.cuda import install_hint
+    from cusyncgen.errors import MissingDependencyError
+    from cusyncgen.workloads import for_device
+    monkeypatch.setitem(sys.modules, "cupy", None)   # as if not installed: `import cupy` fails
+    monkeypatch.delitem(sys.modules, "cusyncgen.cuda.driver", raising=False)
+    with pytest.raises(MissingDependencyError) as e:
+        for_device("mlp")("gpt3", 512)
+    assert isinstance(e.value, ImportError)  # `except ImportError` still catches it
+    assert e.value.message == f"CuPy is not installed: the GPU path needs it ({install_hint()})"
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    frames = traceback.extract_tb(e.value.__traceback__)
+    assert len(frames) <= 5 and not any("importlib" in f.filename for f in frames)
+    with pytest.raises(MissingDependencyError, match="CuPy is not installed"):
+        import cusyncgen.cuda.driver  # noqa: F401
+    from cusyncgen.cuda import available
+    assert available() == (False, e.value.message)
+
+
+def test_the_install_hint_fits_the_installation(tmp_path):
+    from cusyncgen.cuda import install_hint
+    assert install_hint() == f"pip install -e '.[cuda]' in {ROOT}"
+    site = tmp_path / "site"   # the wheel's layout: the package with its _data, no source tree around it
+    import shutil
+    shutil.copytree(ROOT / "cusyncgen", site / "cusyncgen", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "cusyncgen" / "_data").mkdir(exist_ok=True)
+    r = subprocess.run([sys.executable, "-c", "from cusyncgen.cuda import install_hint; print(install_hint())"],
+                       env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "pip install 'cusyncgen[cuda]'\n", r.stderr
+
+
+@pytest.fixture
+def sm90_offline(tmp_path, monkeypatch):
+    """The sm90 build with nvcc faked: each compile writes its object and is recorded."""
+    from cusyncgen.cuda import sm90
+    try:
+        sm90.cutlass_dirs()
+    except CusyncError:
+        pytest.skip("the CUTLASS headers are not installed (pip install nvidia-cutlass)")
+    monkeypatch.setenv("CUSYNCGEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUSYNC_SM90_LIB", raising=False)
+    monkeypatch.setattr(sm90, "_nvcc_version", lambda nvcc: "fake nvcc")
+    monkeypatch.setattr(sm90, "_ensure_descriptors", lambda folder: None)
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        Path(cmd[cmd.index("-o") + 1]).write_bytes(b"")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(sm90.subprocess, "run", fake_run)
+    return sm90, calls
+
+
+def test_sm90_path_prints_the_library_path_and_builds_nothing(sm90_offline, capsys):
+    sm90, calls = sm90_offline
+    assert sm90.main(["path"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.name == sm90.LIB_NAME and path.parent.name.startswith("lib-") and not path.exists()
+    assert calls == []
+
+
+def test_the_sm90_build_reports_each_translation_unit(sm90_offline, capsys):
+    sm90, calls = sm90_offline
+    units = sorted(sm90.source_dir().glob("*.cu"))
+    path = sm90.build(jobs=2)
+    assert path.is_file() and len(calls) == len(units) + 1   # each unit, then the link
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"building {sm90.LIB_NAME}: {len(units)} of {len(units)} translation units")
+    done = err[1:-1]   # [i/N] name, in the order the units finish
+    assert sorted(int(line[1:line.index("/")]) for line in done) == list(range(1, len(units) + 1))
+    assert sorted(line.split("] ")[1] for line in done) == [u.name for u in units]
+    assert all(line.startswith("[") and f"/{len(units)}] " in line for line in done)
+    assert err[-1] == f"linking {sm90.LIB_NAME}"
+    assert sm90.main(["path"]) == 0 and capsys.readouterr().out.strip() == str(path)
