@@ -1,6 +1,7 @@
 """``cusyncgen [options] FILE.dep``: compile tile dependencies into a CUDA policy header.
 
-Subcommands by first word: ``check`` (check.py), ``plan``, ``reorder``, ``bench``, ``tune``.
+Subcommands by first word: ``check`` (check.py), ``plan``, ``reorder``, ``bench``, ``tune``,
+``results``.
 Exit status of every command: 0 success, 1 error (the message only, on stderr), 2 usage error
 (cliutil.py).
 """
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 import cusyncgen
-from cusyncgen import cliutil
+from cusyncgen import cliutil, files
 from cusyncgen.errors import CusyncError
 
 SUBCOMMANDS = {
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "reorder": ("cusyncgen.reorder", "main"),
     "bench": ("cusyncgen.cuda.bench", "main"),
     "tune": ("cusyncgen.cuda.tune", "main"),
+    "results": ("cusyncgen.results", "command"),
 }
 
 
@@ -47,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p = cliutil.ArgumentParser(
         prog="cusyncgen",
         description="Compile tile dependencies (.dep) into CuSync synchronization policies. "
-                    "Subcommands: check, plan, reorder, bench, tune (cusyncgen SUBCOMMAND -h).")
+                    "Subcommands: check, plan, reorder, bench, tune, results (cusyncgen SUBCOMMAND -h).")
     p.add_argument("file", nargs="?", metavar="FILE.dep", help="the .dep program ('-' = stdin)")
     p.add_argument("-o", dest="output", metavar="OUT", help="output file (default: stdout)")
     p.add_argument("-D", dest="params", action="append", type=cliutil.param, metavar="NAME=VALUE",
@@ -59,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     cliutil.add_max_edges(p)
     p.add_argument("--includes", action="store_true",
                    help="print the -I flags to compile code that includes the header")
+    p.add_argument("--examples", action="store_true",
+                   help="print the directory of the example .dep programs (inside the package after "
+                        "a non-editable install)")
     p.add_argument("--version", action="version", version=f"cusyncgen {cusyncgen.__version__}")
     return p
 
@@ -90,8 +95,13 @@ def _header(args) -> int:
     if args.includes:
         print(" ".join(include_flags()))
         return cliutil.EXIT_OK
+    if args.examples:
+        print(cusyncgen.data_path("examples"))
+        return cliutil.EXIT_OK
     if args.file is None:
         raise cliutil.UsageError("FILE.dep is required ('-' reads stdin)")
+    if args.output not in (None, "-"):
+        files.refuse_overwrite([args.output], [args.file])
     compiled = cliutil.compile_file(args.file, cliutil.params_of(args.params), args.namespace)
     cliutil.warn(compiled, "cusyncgen")
     from cusyncgen import emit

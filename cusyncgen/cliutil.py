@@ -13,9 +13,9 @@ import argparse
 import os
 import re
 import sys
-from pathlib import Path
 
-from cusyncgen.errors import CusyncError, InvalidNameError
+from cusyncgen import files
+from cusyncgen.errors import CusyncError, InvalidNameError, UnknownParamError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -89,19 +89,24 @@ def namespace(text: str) -> str:
         raise argparse.ArgumentTypeError(e.message) from None
 
 
-def read_source(path: str) -> tuple:
-    """(text, file name for messages: the path as given) of FILE or ``-`` (stdin)."""
+def read_source(path: str, keep_newlines: bool = False) -> tuple:
+    """(text, file name for messages: the path as given) of FILE or ``-`` (stdin);
+    ``keep_newlines``: line endings as they are (``\r\n`` stays), not translated to ``\n``."""
     if path == "-":
+        if sys.stdin is None:  # started with stdin closed (``<&-``)
+            raise CusyncError("cannot read <stdin>: it is closed")
         try:
-            return sys.stdin.read(), "<stdin>"
+            buf = getattr(sys.stdin, "buffer", None) if keep_newlines else None
+            return (buf.read().decode("utf-8") if buf is not None else sys.stdin.read()), "<stdin>"
         except UnicodeDecodeError:
             raise CusyncError("cannot read <stdin>: not UTF-8 text") from None
-        except OSError as e:
-            raise CusyncError(f"cannot read <stdin>: {e.strerror or e}") from None
+        except (OSError, ValueError) as e:  # ValueError: a closed file object
+            raise CusyncError(f"cannot read <stdin>: {getattr(e, 'strerror', None) or e}") from None
     if os.path.isdir(path):
         raise CusyncError(f"cannot read {path}: it is a directory")
     try:
-        return Path(path).read_text(encoding="utf-8"), path
+        with open(path, encoding="utf-8", newline="" if keep_newlines else None) as f:
+            return f.read(), path
     except OSError as e:
         raise CusyncError(f"cannot read {path}: {e.strerror or e}") from None
     except UnicodeDecodeError:
@@ -118,7 +123,10 @@ def compile_file(path: str, params: dict, namespace=None):
     ns = namespace
     if ns is None and path == "-":
         ns = "stdin"
-    return cusyncgen.compile(text, params=params, name=name, namespace=ns)
+    try:
+        return cusyncgen.compile(text, params=params, name=name, namespace=ns)
+    except UnknownParamError as e:  # said in the command line's words
+        raise UnknownParamError(e.param, e.declared, given_as="-D") from None
 
 
 def warn(compiled, prog: str) -> None:
@@ -129,15 +137,11 @@ def warn(compiled, prog: str) -> None:
 
 def write_output(text, path, prog: str) -> None:
     """Write ``text`` (a str or an iterable of str) to ``path``, or to stdout when it is None or
-    ``-``; a write that fails (a full disk, ``> /dev/full``) is a CusyncError."""
+    ``-``; a write that fails (a full disk, ``> /dev/full``) is a CusyncError, and leaves the file
+    that was at ``path`` as it was (files.write_files)."""
     chunks = (text,) if isinstance(text, str) else text
     if path and path != "-":
-        try:
-            with open(path, "w", encoding="utf-8") as f:
-                for c in chunks:
-                    f.write(c)
-        except OSError as e:
-            raise CusyncError(f"cannot write {path}: {e.strerror or e}") from None
+        files.write_file(path, chunks)  # a temporary file renamed: a failed write keeps the old file
         return
     if sys.stdout is None:  # started with stdout closed
         raise CusyncError("cannot write to stdout: it is closed")

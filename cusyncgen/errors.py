@@ -71,6 +71,17 @@ class UnknownNameError(CusyncError):
     """A name is used before it is declared, or never declared."""
 
 
+class UnknownParamError(UnknownNameError):
+    """A value is given for a Param the program does not declare: ``given_as`` says how, in the
+    words of the caller (``params`` of the Python API, ``-D`` of the command line)."""
+
+    def __init__(self, param: str, declared=(), given_as: str = "params"):
+        self.param, self.declared = param, tuple(declared)
+        where = f"-D {param}" if given_as == "-D" else f"params={{{param!r}: ...}}"
+        its = f"its Params: {', '.join(self.declared)}" if self.declared else "it declares none"
+        super().__init__(f"{where}: the program declares no Param '{param}' ({its})")
+
+
 class DuplicateNameError(CusyncError):
     """A name is declared twice."""
 
@@ -118,6 +129,12 @@ class ParamValueError(CusyncError, ValueError):
 class InvalidNameError(CusyncError, ValueError):
     """A name that cannot be a C++ identifier in the generated header (``Grid("my grid")``,
     ``--namespace int``)."""
+
+
+class MissingDependencyError(CusyncError, ImportError):
+    """A package the GPU path needs (CuPy, cuda-bindings, PyTorch) is not installed: the message
+    says which, and the pip command that installs it. An ImportError too, for code that tests
+    for the GPU stack with ``except ImportError``."""
 
 
 class SoundnessError(CusyncError):

@@ -198,7 +198,9 @@ def _expected(names) -> str:
 
 
 def parse(text: str, file: str = "<string>") -> S.Program:
-    """Parse .dep ``text``; ``file`` is the name used in spans and messages."""
+    """Parse .dep ``text``; ``file`` is the name used in spans and messages. A UTF-8 byte-order
+    mark before the first line (an editor's, Windows Notepad's) is not part of the program."""
+    text = text.removeprefix("\ufeff")
     lines = text.splitlines()
 
     def span_at(line: int, col: int, width: int = 1) -> S.Span:

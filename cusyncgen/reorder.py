@@ -50,7 +50,6 @@ usage errors exit 2.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -454,6 +453,11 @@ def plan_moves(src: str, fname: str = "<input>") -> list[Move]:
     return moves
 
 
+def has_pragmas(src: str, fname: str = "<input>") -> bool:
+    """Does ``src`` hold a ``#pragma cusync`` line (outside comments and strings)?"""
+    return any(t.kind == "pp" and _PRAGMA_RE.match(t.text) for t in tokenize(src, fname))
+
+
 def rewrite(src: str, fname: str = "<input>") -> tuple[str, list[Move]]:
     moves = plan_moves(src, fname)
     spans = sorted([(m.insert, m.cut[1]) for m in moves])
@@ -473,40 +477,31 @@ def rewrite(src: str, fname: str = "<input>") -> tuple[str, list[Move]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 done, 1 an error (unreadable input, a bad annotation, unwritable output), 2 usage."""
-    from cusyncgen import cliutil
+    from cusyncgen import cliutil, files
 
     prog = "cusyncgen reorder"
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = cliutil.ArgumentParser(prog=prog, description="Move the independent tile load before the "
                                                        "wait of the dependent one (optimization R)")
-    ap.add_argument("file", help="CUDA source with #pragma cusync tile(A) / tile(B) annotations")
+    ap.add_argument("file", help="CUDA source with #pragma cusync tile(A) / tile(B) annotations ('-' = stdin)")
     ap.add_argument("-o", "--output", help="output file (default: stdout)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 
     def body(args) -> int:
-        if os.path.isdir(args.file):
-            raise CusyncError(f"cannot read '{args.file}': it is a directory")
-        try:
-            with open(args.file, encoding="utf-8", newline="") as f:
-                src = f.read()
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise CusyncError(f"cannot read '{args.file}': "
-                              f"{e.strerror if isinstance(e, OSError) else e}") from None
-        out, moves = rewrite(src, args.file)
-        if args.output:
-            try:
-                with open(args.output, "w", encoding="utf-8", newline="") as f:
-                    f.write(out)
-            except OSError as e:
-                raise CusyncError(f"cannot write '{args.output}': {e.strerror}") from None
-        else:
-            cliutil.write_output(out, None, prog)
+        if args.output not in (None, "-"):
+            files.refuse_overwrite([args.output], [args.file])
+        src, name = cliutil.read_source(args.file, keep_newlines=True)
+        out, moves = rewrite(src, name)
+        cliutil.write_output(out, args.output, prog)
         if not args.quiet:
             for m in moves:
-                print(f"{args.file}:{m.from_line}: moved the tile({m.operand}) load to line {m.to_line}, "
+                print(f"{name}:{m.from_line}: moved the tile({m.operand}) load to line {m.to_line}, "
                       f"before the wait of the dependent operand", file=sys.stderr)
-            if not moves:
-                print(f"{args.file}: nothing to move (already reordered)", file=sys.stderr)
+            if not moves and has_pragmas(src, name):
+                print(f"{name}: nothing to move (already reordered)", file=sys.stderr)
+            elif not moves:
+                print(f"{prog}: warning: {name} has no '#pragma cusync tile(A)' / 'tile(B)' annotations: "
+                      "nothing to move (mark the two loads, see `cusyncgen reorder -h`)", file=sys.stderr)
         return 0
 
     return cliutil.run(prog, ap, body, argv)

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cusyncgen import files
 from cusyncgen.errors import CusyncError
 
 WORKLOADS = ("mlp", "conv2d", "attention", "overhead")
@@ -31,6 +32,7 @@ TITLES = {"mlp": "MLP", "conv2d": "Conv2D", "attention": "Attention", "overhead"
 SIZE = {"mlp": "M", "conv2d": "batch", "attention": "M (B·S prompt, B generation)"}
 DEFAULT_KERNEL = "sm80"
 REGENERATE = "python -m cusyncgen.results -o docs/results.md benchmarks/results"
+PROG = "cusyncgen results"  # in messages, run as `cusyncgen results` or `python -m cusyncgen.results`
 BELOW = 0.97  # the summary counts points where the best synchronized config is below this
 
 METHOD = """\
@@ -499,6 +501,10 @@ def summary(runs: list[Run]) -> list[str]:
 def render(results: Path, out_dir: Path) -> str:
     """The whole page; links are relative to ``out_dir`` (where the page will be written)."""
     runs = load_runs(results)
+    if not runs:
+        raise CusyncError(f"{results} holds no bench or tune results (JSON files with a device, a workload and "
+                          "rows or choices, as `cusyncgen bench` and `cusyncgen tune` write them): nothing to "
+                          "tabulate")
     lines = ["# Results", "",
              f"Generated from [the JSON]({_link(results, out_dir)}/) by `{REGENERATE}`; "
              "do not edit by hand (the tests regenerate it and compare).", "", METHOD, ""]
@@ -518,8 +524,9 @@ def render(results: Path, out_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cusyncgen.results",
+def main(argv=None, prog: str = "python -m cusyncgen.results") -> int:
+    """``python -m cusyncgen.results`` and ``cusyncgen results`` (prog: the name in the usage)."""
+    ap = argparse.ArgumentParser(prog=prog,
                                  description="Write docs/results.md from the benchmark JSON.")
     ap.add_argument("results", nargs="?", type=Path, default=Path("benchmarks/results"),
                     help="directory of the bench and tune JSON (default: benchmarks/results)")
@@ -531,27 +538,34 @@ def main(argv=None) -> int:
     if args.check and args.output is None:
         ap.error("--check needs -o FILE")
     try:
+        if args.output is not None and args.results.is_dir() and not args.check:
+            files.refuse_overwrite([args.output], sorted(args.results.rglob("*.json")))
         out_dir = (args.output.parent if args.output is not None else Path("."))
         text = render(args.results, out_dir)
         if args.check:
             old = args.output.read_text() if args.output.exists() else None
             if old != text:
-                print(f"cusyncgen: error: {args.output} is not what `{REGENERATE}` writes; regenerate it",
+                print(f"{PROG}: error: {args.output} is not what `{REGENERATE}` writes; regenerate it",
                       file=sys.stderr)
                 return 1
             return 0
         if args.output is None:
             sys.stdout.write(text)
         else:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(text)
+            files.make_directory(args.output.parent)
+            files.write_file(args.output, text)
     except CusyncError as e:
-        print(str(e), file=sys.stderr)
+        print(e.render(PROG), file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"cusyncgen: error: {e}", file=sys.stderr)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def command(argv=None) -> int:
+    """``cusyncgen results``: main() under the command's name."""
+    return main(argv, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 
 from cusyncgen import syntax as S
 from cusyncgen.errors import (ArityError, CusyncWarning, DuplicateNameError, InvalidNameError,
-                              KindError, ParamValueError, ParseError, UnknownNameError)
+                              KindError, ParamValueError, ParseError, UnknownNameError,
+                              UnknownParamError)
 
 #: the largest magnitude of a Param value (-D or params=): the analysis works in 64-bit ints
 PARAM_LIMIT = 2**63 - 1
 
-CXX_KEYWORDS = frozenset("""
+_KEYWORDS = frozenset("""
 alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
 char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
 co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
@@ -25,8 +26,13 @@ false float for friend goto if inline int long mutable namespace new noexcept no
 operator or or_eq private protected public register reinterpret_cast requires return short signed
 sizeof static static_assert static_cast struct switch template this thread_local throw true try
 typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
-cusync std main
 """.split())
+
+#: not keywords, yet names the generated code cannot take, and why
+RESERVED = {"cusync": "the CuSync runtime's namespace (cusync::CuStage, cusync::Tile...)",
+            "std": "the C++ standard library's namespace", "main": "the program's entry point"}
+#: every name the header cannot give a namespace, a Grid or a Dep: the C++ keywords and RESERVED
+CXX_KEYWORDS = _KEYWORDS | frozenset(RESERVED)
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -40,9 +46,11 @@ def is_identifier(name) -> bool:
 
 
 def check_namespace(ns) -> str:
-    """The C++ namespace of the header: an identifier that is not a C++ keyword."""
+    """The C++ namespace of the header: an identifier that is neither a C++ keyword nor RESERVED."""
+    if isinstance(ns, str) and ns in RESERVED:
+        raise InvalidNameError(f"namespace {ns!r} is reserved: it is {RESERVED[ns]}")
     if not is_identifier(ns) or ns in CXX_KEYWORDS:
-        why = "a C++ keyword" if ns in CXX_KEYWORDS else "not a C++ identifier"
+        why = "a C++ keyword" if ns in _KEYWORDS else "not a C++ identifier"
         raise InvalidNameError(f"namespace {_short(repr(ns))} is {why}")
     return ns
 
@@ -124,9 +132,10 @@ def resolve(inp: Input) -> Scope:
     scope = Scope(program, params, namespace, {}, [])
     for st in program.stmts:
         _STATEMENTS[type(st)](scope, st)
-    unknown = sorted(set(params) - {n for n, s in scope.syms.items() if s.kind == "param"})
+    declared = [n for n, s in scope.syms.items() if s.kind == "param"]
+    unknown = sorted(set(params) - set(declared))
     if unknown:
-        raise UnknownNameError(f"-D {unknown[0]}: the program declares no Param '{unknown[0]}'")
+        raise UnknownParamError(unknown[0], declared)
     if not any(s.kind == "dep" for s in scope.syms.values()):
         scope.warnings.append(CusyncWarning(
             f"{program.file} declares no Dep: the header has no policies and nothing waits"))

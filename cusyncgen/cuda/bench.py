@@ -136,27 +136,39 @@ def plot(result: dict, path: Path) -> None:
         ax.set_title(f"{model} {result['workload']}, {result['device']}")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
+
+
+def plot_png(plot_fn, result: dict) -> bytes | None:
+    """``plot_fn(result, file)`` drawn into memory (so that it is written with the other files, all
+    or none); None without matplotlib."""
+    import io
+
+    buf = io.BytesIO()
+    try:
+        plot_fn(result, buf)
+    except ImportError:
+        return None
+    return buf.getvalue()
 
 
 def write(result: dict, out_dir: Path, stem: str, table: bool = True) -> list[Path]:
     """The JSON, and where the workload compares with a vendor library (``table``), its markdown
-    table and plot (the overhead microbenchmark has none)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    table and plot (the overhead microbenchmark has none); all written or none (files.write_files)."""
+    from cusyncgen import files
+
     js = out_dir / f"{stem}.json"
-    js.write_text(json.dumps(result, indent=1) + "\n")
-    paths = [js]
+    out = {js: json.dumps(result, indent=1) + "\n"}
     if table:
-        md = out_dir / f"{stem}.md"
-        md.write_text(markdown(result) + "\n")
-        png = out_dir / f"{stem}.png"
-        try:
-            plot(result, png)
-            paths.append(png)
-        except ImportError:
+        png = plot_png(plot, result)
+        if png is not None:
+            out[out_dir / f"{stem}.png"] = png
+        else:
             print("matplotlib is missing: no plot", file=sys.stderr)
-        paths.append(md)
-    return paths
+        out[out_dir / f"{stem}.md"] = markdown(result) + "\n"
+    files.make_directory(out_dir)
+    files.write_files(out)
+    return list(out)
 
 
 def main(argv=None) -> int:
@@ -194,6 +206,13 @@ def main(argv=None) -> int:
             cls = fams[0]
             ap.error(f"--{k.replace('_', '-')} is not an option of {cls.name} (its options: "
                      f"{', '.join('--' + o.replace('_', '-') for o in cls.bench_options) or 'none'})")
+    from cusyncgen import files
+    from cusyncgen.errors import CusyncError
+    try:
+        files.check_directory(args.out_dir)
+    except CusyncError as exc:
+        print(f"cusyncgen bench: error: {exc.message}", file=sys.stderr)
+        return 1
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
@@ -210,7 +229,6 @@ def main(argv=None) -> int:
         sizes = [int(m) for m in args.M.split(",")] if args.M else None
     except ValueError:
         ap.error(f"--M: comma-separated integers, not {args.M!r}")
-    from cusyncgen.errors import CusyncError
     try:
         res = cls.bench(models=args.models, sizes=sizes, iters=args.iters, **asked)
     except CusyncError as exc:   # e.g. a model the kernel family lacks, the sm90 library missing
@@ -219,7 +237,11 @@ def main(argv=None) -> int:
         return 1
     for r in res["rows"]:
         r.setdefault("kernel", cls.kernel)
-    paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel), table=bool(cls.vendor))
+    try:
+        paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel), table=bool(cls.vendor))
+    except CusyncError as exc:
+        print(f"cusyncgen bench: error: {exc.message}", file=sys.stderr)
+        return 1
     for p in paths:
         print(p)
     if cls.vendor:

@@ -92,8 +92,8 @@ def main(argv=None) -> int:
     results = [measure(m, layer, b, stream) for m, layer, b in points]
     text = markdown(results, driver.device_name())
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+        from cusyncgen import files
+        files.write_file(args.output, text + "\n")
     else:
         print(text)
     return 0 if all(row["correct"] is not False for r in results for row in r["rows"]) else 1

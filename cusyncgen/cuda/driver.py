@@ -9,15 +9,15 @@ import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 
-import cupy
-
-from cusyncgen.cuda import abi
+from cusyncgen.cuda import abi, require
 from cusyncgen.cuda.build import BuildError
+from cusyncgen.errors import MissingDependencyError
 
+cupy = require("cupy")
 try:
-    from cuda.bindings import driver as _cu
-except ImportError:  # older cuda-python layout
-    from cuda import cuda as _cu  # type: ignore[no-redef]
+    _cu = require("cuda.bindings.driver")
+except MissingDependencyError:  # older cuda-python layout
+    _cu = require("cuda.cuda")
 
 _initialized = False
 

@@ -106,9 +106,11 @@ def _headers_digest(src: Path) -> str:
     return _digest([str(p.relative_to(src.parent)).encode() + p.read_bytes() for p in heads])
 
 
-def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verbose: bool = False) -> Path:
+def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verbose: bool = False,
+          dry_run: bool = False) -> Path:
     """The path of libcusync_sm90.so, compiling what the cache lacks: one object per .cu (each tile
-    configuration is its own translation unit, built in parallel), linked with the static cudart."""
+    configuration is its own translation unit, built in parallel, one line on stderr as each is
+    done), linked with the static cudart. dry_run: the path only, whether or not it is built."""
     env = os.environ.get("CUSYNC_SM90_LIB")
     if env:
         if not Path(env).is_file():
@@ -122,14 +124,26 @@ def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verb
     units = sorted(src.glob("*.cu"))
     lib_key = _digest(base + [u.name.encode() + u.read_bytes() for u in units])
     out = cache_root() / f"lib-{lib_key}" / LIB_NAME
+    if dry_run:
+        return out
     if out.is_file():
         _ensure_descriptors(out.parent)
         return out
     objdir = cache_root() / "obj"
     objdir.mkdir(parents=True, exist_ok=True)
 
+    def obj_of(u: Path) -> Path:
+        return objdir / f"{u.stem}-{_digest(base + [u.read_bytes()])}.o"
+
+    todo = sum(not obj_of(u).is_file() for u in units)
+    done = iter(range(1, todo + 1))  # next() under the GIL: each finished unit its own number
+    workers = jobs or os.cpu_count() or 1
+    if todo:
+        print(f"building {LIB_NAME}: {todo} of {len(units)} translation units to compile, {workers} at a time "
+              "(minutes each)", file=sys.stderr, flush=True)
+
     def compile_one(u: Path) -> Path:
-        obj = objdir / f"{u.stem}-{_digest(base + [u.read_bytes()])}.o"
+        obj = obj_of(u)
         if obj.is_file():
             return obj
         tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
@@ -142,10 +156,12 @@ def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verb
         if verbose and proc.stderr.strip():
             print(proc.stderr, file=sys.stderr, flush=True)
         os.replace(tmp, obj)
+        print(f"[{next(done)}/{todo}] {u.name}", file=sys.stderr, flush=True)
         return obj
 
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         objs = list(pool.map(compile_one, units))
+    print(f"linking {LIB_NAME}", file=sys.stderr, flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     cmd = [nvcc, "-shared", "-cudart", "static", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(tmp),
@@ -865,15 +881,17 @@ class MlpRunner:
 def main(argv=None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.sm90")
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.sm90",
+                                 description="build: build the library (what the cache lacks) and print its path; "
+                                             "path: print the path it is or would be built at, building nothing")
     ap.add_argument("what", choices=["build", "path"])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     try:
-        print(build(jobs=a.jobs, verbose=a.verbose))
+        print(build(jobs=a.jobs, verbose=a.verbose, dry_run=a.what == "path"))
     except CusyncError as e:
-        print(e, file=sys.stderr)
+        print(e.render("python -m cusyncgen.cuda.sm90"), file=sys.stderr)
         return 1
     return 0
 

@@ -112,7 +112,7 @@ def plot(trace: dict, path: Path) -> None:
         ax.set_ylabel("SM")
     axes[-1, 0].set_xlabel("us")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, format="png")
     plt.close(fig)
 
 
@@ -136,14 +136,19 @@ def main(argv=None) -> int:
     if args.attention:
         args.workload, args.M = "attention", args.attention
     cls = traceable[args.workload]
-    args.out.mkdir(parents=True, exist_ok=True)
+    from cusyncgen import files
+    from cusyncgen.cuda.bench import plot_png
+    files.make_directory(args.out)
     model = args.model or cls.models[0]
     for stem, trace in cls.timelines(model, args.M, args.configs.split(","), sync_warp=not args.no_sync_warp,
                                      spread=args.spread, no_spread=args.no_spread):
         print(describe(trace), flush=True)
         path = args.out / stem
-        path.with_suffix(".json").write_text(json.dumps(trace))
-        plot(trace, path.with_suffix(".png"))
+        out = {path.with_suffix(".json"): json.dumps(trace)}
+        png = plot_png(plot, trace)
+        if png:  # b"" or None without matplotlib
+            out[path.with_suffix(".png")] = png
+        files.write_files(out)
     return 0
 
 

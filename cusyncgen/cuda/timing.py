@@ -73,7 +73,8 @@ def save_partial(workload: str, rows: list[dict], **extra) -> None:
 
     path = os.environ.get("CUSYNCGEN_PARTIAL")
     if path:
+        from cusyncgen import files
         from cusyncgen.cuda import driver
-        with open(path, "w") as f:
-            json.dump({"device": driver.device_name(), "workload": workload, "rows": rows, **extra}, f)
+        files.write_file(path, json.dumps({"device": driver.device_name(), "workload": workload, "rows": rows,
+                                           **extra}))
 

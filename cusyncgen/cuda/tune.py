@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from cusyncgen import files
 from cusyncgen.cuda import build
 from cusyncgen.cuda.bench import slug
 from cusyncgen.errors import CusyncError
@@ -180,7 +181,7 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
 
     def measure(model, M, tiles):
         if device is not None:
-            raise KeyError(f"{model} M={M} tiles {tiles.label} is not in the cache for {dev} (this runtime)")
+            raise CusyncError(f"{model} M={M} tiles {tiles.label} is not in the cache for {dev} (this runtime)", None)
         import cupy
 
         from cusyncgen.workloads.mlp import measure_point
@@ -207,7 +208,7 @@ def tune_mlp(models, sweep, iters, cache_path: Path, progress=True, device: str 
                 key = f"{model}|{M}|{tiles.label}|{runtime}"
                 if key not in cache[dev]:
                     cache[dev][key] = measure(model, M, tiles)
-                    cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                    files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                 entry = cache[dev][key]
                 rows += [dict(r, tile_cfg=entry["tiles"]) for r in entry["rows"]]
                 if tiles == default_tiles(model, M):
@@ -321,16 +322,22 @@ def choose_from_bench(result) -> dict:
     the chosen tiles."""
     results = result if isinstance(result, list) else [result]
     if len({(r["device"], r["workload"]) for r in results}) != 1:
-        raise ValueError("bench results of different devices or workloads")
+        raise CusyncError("bench results of different devices or workloads", None)
     groups: dict = {}
     for res in results:
         for r in res["rows"]:
             if r["config"] not in VENDOR:
                 groups.setdefault((r["model"], r["M"]), []).append(r)
+    if not groups:
+        raise CusyncError(f"no rows of our kernels in the {results[0]['workload']} bench results: nothing to "
+                          "choose from", None)
     choices = []
     for (model, M), rows in sorted(groups.items()):
-        base = min((r for r in rows if r["config"] in STREAM_ORDER), key=lambda r: r["time_us"])
-        best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"])
+        base = min((r for r in rows if r["config"] in STREAM_ORDER), key=lambda r: r["time_us"], default=None)
+        best = min((r for r in rows if r["correct"]), key=lambda r: r["time_us"], default=None)
+        if base is None or best is None:
+            raise CusyncError(f"{model} M={M}: " + ("no StreamSync row to compare with" if base is None else
+                                                    "no configuration computed the reference's result"), None)
         speed = round(base["time_us"] / best["time_us"], 4)
         tiles = best.get("tiles", "default")
         same = min(r["time_us"] for r in rows if r["config"] in STREAM_ORDER and r.get("tiles", "default") == tiles)
@@ -531,7 +538,7 @@ def plot(result: dict, path: Path) -> None:
     ax.set_title(f"tuned MLP, {result['device']}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
 
 
 def load_dispatch(path) -> dict:
@@ -571,7 +578,55 @@ def load_bench(path: Path, workload: str) -> dict:
         raise CusyncError(f"{path}: not `cusyncgen bench` results (a JSON object with device, workload and rows)", None)
     if data["workload"] != workload:
         raise CusyncError(f"{path}: holds {data['workload']} bench results, not {workload}", None)
+    check_rows(path, "rows", data["rows"], BENCH_ROW)
+    if not data["rows"]:
+        raise CusyncError(f"{path}: no rows (an empty bench run): nothing to choose from", None)
     return data
+
+
+# The fields of a row the tuner reads, and their kinds: of a `cusyncgen bench` result, of a tune
+# cache's measurement, of its GeMMs alone (the sm90 MLP) and of its re-measured choice.
+BENCH_ROW = {"model": str, "M": int, "config": str, "time_us": float, "correct": bool}
+CACHE_ROW = {"config": str, "time_us": float, "correct": bool, "tiles": str}
+GEMM_ROW = {"gemm": int}
+CONFIRM = {"ours_us": float, "vendor_us": float}
+_KIND = {str: "a string", int: "an integer", float: "a positive number", bool: "true or false", dict: "an object"}
+
+
+def check_rows(path, where: str, rows, fields: dict) -> None:
+    """A CusyncError naming the file, the row and the field unless ``rows`` is a list of objects
+    with each of ``fields`` of its kind."""
+    if not isinstance(rows, list):
+        raise CusyncError(f"{path}: {where} is {_json_kind(rows)}, not a list of rows", None)
+    for i, r in enumerate(rows):
+        check_fields(path, f"{where}[{i}]", r, fields)
+
+
+def check_fields(path, where: str, obj, fields: dict) -> None:
+    if not isinstance(obj, dict):
+        raise CusyncError(f"{path}: {where} is {_json_kind(obj)}, not an object", None)
+    for name, kind in fields.items():
+        if name not in obj:
+            raise CusyncError(f"{path}: {where} has no field '{name}'", None)
+        v = obj[name]
+        if kind is bool:
+            ok = isinstance(v, bool)
+        elif kind is float:  # a time: divided by
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+        else:
+            ok = isinstance(v, kind) and not isinstance(v, bool)
+        if not ok:
+            raise CusyncError(f"{path}: {where}: '{name}' is {_short_json(v)}, not {_KIND[kind]}", None)
+
+
+def _json_kind(v) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null"}.get(
+        type(v), "a number")
+
+
+def _short_json(v) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def load_tune_cache(path: Path) -> dict:
@@ -589,11 +644,26 @@ def load_tune_cache(path: Path) -> dict:
         for entries in data.values())
     if not ok:
         raise CusyncError(f"{path}: not a tune cache (tune-cache-<device>.json, written by `cusyncgen tune mlp`)", None)
+    for device, entries in data.items():
+        for key, entry in entries.items():
+            where = f"{device} '{key}'"
+            if "rows" in entry:
+                check_rows(path, f"{where} rows", entry["rows"], CACHE_ROW)
+                if any(r.get("kernel", "sm80") == "sm80" for r in entry["rows"]):
+                    # the sm80 tuner's tile shapes of the entry (dispatch tables and load_dispatch read them)
+                    check_fields(path, where, entry, {"tiles": dict})
+                    check_fields(path, f"{where} tiles", entry["tiles"], {"g1": dict, "g2": dict})
+                if "prediction" in entry:
+                    check_fields(path, f"{where} prediction", entry["prediction"], {"policy": str})
+            if "gemm" in entry:
+                check_rows(path, f"{where} gemm", entry["gemm"], GEMM_ROW)
+            if "confirm" in entry:
+                check_fields(path, f"{where} confirm", entry["confirm"], CONFIRM)
     return data
 
 
 def main(argv=None) -> int:
-    from cusyncgen.workloads import FAMILIES, REGISTRY, default_kernel, get, kernels
+    from cusyncgen.workloads import FAMILIES, REGISTRY, get, kernels
     tunable = {n: w for n, w in REGISTRY.items() if w.tune_mode}
     from_bench = [n for n, w in tunable.items() if w.tune_mode == "bench"]
     measured = [n for n, w in tunable.items() if w.tune_mode == "measure"]
@@ -642,55 +712,57 @@ def main(argv=None) -> int:
         if cls.tune_mode != "bench":
             ap.error(f"--from-json is for {', '.join(from_bench)} (the {cls.name} tune also varies tile shapes: "
                      "it measures them, or reports from --from-cache)")
-        try:
-            res = choose_from_bench([load_bench(p, cls.name) for p in args.from_json])
-        except (CusyncError, ValueError) as exc:
-            print(f"cusyncgen tune: error: {getattr(exc, 'message', exc)}", file=sys.stderr)
-            return 1
-        return _write(res, args.out_dir, slug(res["device"]))
+    if args.from_cache is not None and cls.tune_mode != "measure":
+        ap.error(f"--from-cache is for {', '.join(measured)} ({cls.name}: --from-json)")
+    try:
+        if not args.calibrate:
+            files.check_directory(args.out_dir)
+        return _main(args, cls, models, sizes, check_models)
+    except CusyncError as exc:
+        print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
+        return 1
+
+
+def _main(args, cls, models, sizes, check_models) -> int:
+    """main() once the command line is read: every failure a CusyncError."""
+    from cusyncgen.workloads import default_kernel, get
+    if args.from_json is not None:
+        res = choose_from_bench([load_bench(p, cls.name) for p in args.from_json])
+        return _write(res, args.out_dir, slug(res["device"]), inputs=args.from_json)
     if args.from_cache is not None:
-        if cls.tune_mode != "measure":
-            ap.error(f"--from-cache is for {', '.join(measured)} ({cls.name}: --from-json)")
+        cache = load_tune_cache(args.from_cache)
+        if not args.kernel:
+            cls = get(args.workload, cache_kernel(cache))
+        check_models(cls)
+        device = next(iter(cache))
         try:
-            cache = load_tune_cache(args.from_cache)
-            if not args.kernel:
-                cls = get(args.workload, cache_kernel(cache))
-            check_models(cls)
             if args.calibrate:
                 if cls.kernel != "sm80":
                     raise CusyncError("--calibrate: the plan's timing terms are fitted on sm80 tune caches only", None)
                 print(json.dumps(calibrate_cache(args.from_cache), indent=1))
                 return 0
-            device = next(iter(cache))
             res = cls.tune(models, sizes, args.iters, args.from_cache, progress=False, device=device)
-        except CusyncError as exc:
-            print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
-            return 1
-        except (ValueError, KeyError, StopIteration) as exc:
-            print(f"cusyncgen tune: error: {args.from_cache}: {exc}", file=sys.stderr)
-            return 1
-        return _write(res, args.out_dir, slug(device))
+        except KeyError as exc:  # a field load_tune_cache does not check
+            raise CusyncError(f"{args.from_cache}: an entry has no field {exc.args[0]!r} (a tune cache of another "
+                              "version?)", None) from None
+        except (TypeError, ValueError, StopIteration) as exc:
+            raise CusyncError(f"{args.from_cache}: not a tune cache this version reads ({exc})", None) from None
+        return _write(res, args.out_dir, slug(device), inputs=[args.from_cache])
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
-        print(f"cusyncgen tune: error: {why}", file=sys.stderr)
-        return 1
+        raise CusyncError(why, None)
     from cusyncgen.cuda import driver
     if not args.kernel:
         cls = get(args.workload, default_kernel(args.workload, driver.arch()))
     check_models(cls)
     dev = slug(driver.device_name())
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        if cls.tune_mode == "measure":
-            res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}{kernel_suffix(cls.kernel)}.json")
-        else:
-            res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
-    except CusyncError as exc:
-        print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
-        return 1
+    files.make_directory(args.out_dir)
+    if cls.tune_mode == "measure":
+        res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}{kernel_suffix(cls.kernel)}.json")
+    else:
+        res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
     return _write(res, args.out_dir, dev)
-
 
 def kernel_suffix(kernel: str) -> str:
     """The file-name suffix of a kernel family's results (none for the default, sm80)."""
@@ -706,17 +778,21 @@ def cache_kernel(cache: dict) -> str:
     return "sm80"
 
 
-def _write(res: dict, out_dir: Path, dev: str) -> int:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _write(res: dict, out_dir: Path, dev: str, inputs=()) -> int:
+    """The report, the dispatch table (JSON, C++ header) and the plot, all written or none; never
+    over one of ``inputs``."""
+    from cusyncgen.cuda.bench import plot_png
     stem = out_dir / f"tune-{res['workload']}-{dev}{kernel_suffix(res.get('kernel', 'sm80'))}"
-    Path(f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
-    Path(f"{stem}.md").write_text(report(res) + "\n")
-    Path(f"{stem}.h").write_text(dispatch_header(res))
-    try:
-        plot(res, Path(f"{stem}.png"))
-    except ImportError:
-        pass
-    print(report(res))
+    text = report(res)
+    out = {Path(f"{stem}.json"): json.dumps(res, indent=1) + "\n", Path(f"{stem}.md"): text + "\n",
+           Path(f"{stem}.h"): dispatch_header(res)}
+    png = plot_png(plot, res)
+    if png is not None:
+        out[Path(f"{stem}.png")] = png
+    files.refuse_overwrite(out, inputs)
+    files.make_directory(out_dir)
+    files.write_files(out)
+    print(text)
     return 0
 
 

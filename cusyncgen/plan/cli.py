@@ -86,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skew", type=float, default=0.0, metavar="F",
                    help="block times spread over (1 +- F) x --tile-time, deterministically (default 0)")
     p.add_argument("--calibrated", action="store_true",
-                   help="launch gap, skew and wait cost measured on --gpu (cusyncgen/plan/gpus.py TIMINGS; "
-                        "microseconds: give --tile-time for every grid)")
+                   help="launch gap, skew and wait cost measured on --gpu (cusyncgen/plan/gpus.py TIMINGS: "
+                        f"measured on {_calibrated_gpus()}; microseconds: give --tile-time for every grid)")
     p.add_argument("--model", choices=["kstep", "block"], default="kstep",
                    help="kstep: a consumer waits before each producer tile it loads (default); "
                         "block: a consumer tile starts once all its producer tiles are posted")
@@ -154,8 +154,16 @@ def _timing_terms(args, gpu) -> tuple[float, float, float]:
     from .gpus import timing
     t = timing(gpu)
     if t == type(t)():
-        raise CusyncError(f"--calibrated: no timing terms measured for {gpu.name} (cusyncgen/plan/gpus.py TIMINGS)")
+        raise CusyncError(f"--calibrated: timing terms were measured on {_calibrated_gpus()} only "
+                          f"(cusyncgen/plan/gpus.py TIMINGS), not on {gpu.name}: choose one with --gpu, or give "
+                          "--launch-gap, --wait-cost and --skew")
     return t.wait_cost_us, t.launch_gap_us, t.tail_skew
+
+
+def _calibrated_gpus() -> str:
+    """The GPUs with measured timing terms (gpus.TIMINGS), for --calibrated's messages."""
+    from .gpus import TIMINGS, Timing
+    return ", ".join(sorted(k for k, t in TIMINGS.items() if t != Timing())) or "no GPU"
 
 
 def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0,

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from cusyncgen.cuda.configs import PDL_ALONE, SM90_ORDERINGS, STREAM_SYNC, Config, Ordering
+from cusyncgen import files
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
 from cusyncgen.workloads.base import SPLIT_K, rel_err
@@ -661,7 +662,7 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
     else:
         dev, configs, stream = device, CONFIGS, None
         if not cache.get(dev):
-            raise KeyError(f"the cache has nothing for {dev}")
+            raise CusyncError(f"the cache has nothing for {dev}", None)
         runtime = next(reversed(cache[dev])).rsplit("|", 1)[1]
     entries = cache.setdefault(dev, {})
     choices = []
@@ -672,23 +673,24 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
             gkey = f"{model}|{M}|gemm|{runtime}"
             if gkey not in entries:
                 if device is not None:
-                    raise KeyError(f"{model} M={M}: the GeMMs alone are not in the cache for {dev} (library {runtime})")
+                    raise CusyncError(f"{model} M={M}: the GeMMs alone are not in the cache for {dev} (library "
+                                      f"{runtime})", None)
                 gbufs = MLPSm90(model, M).buffers(seed=M)
                 entries[gkey] = {"gemm": gemm_rows(model, M, configs, gbufs, stream, iters)}
-                cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                 del gbufs
             for tiles in candidates(model, M, configs, per_gemm_tiles(entries[gkey]["gemm"])):
                 key = f"{model}|{M}|{tiles.label}|{runtime}"
                 if key not in entries:
                     if device is not None:
-                        raise KeyError(f"{model} M={M} tiles {tiles.label} are not in the cache for {dev} (library "
-                                       f"{runtime})")
+                        raise CusyncError(f"{model} M={M} tiles {tiles.label} are not in the cache for {dev} (library "
+                                          f"{runtime})", None)
                     point, mlp, *_ = measure_point(model, M, iters, stream, seed=M, tile=tiles.config,
                                                    grouped2=tiles.grouped2, banded1=tiles.banded1,
                                                    banded2=tiles.banded2, tile2=tiles.config2,
                                                    grouped1=tiles.grouped1)
                     entries[key] = {"rows": point, "tiles": tiles.label}
-                    cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                    files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                     del mlp
                     cupy.get_default_memory_pool().free_all_blocks()
                 rows += [dict(r) for r in entries[key]["rows"]]
@@ -697,7 +699,7 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
             ckey = f"{model}|{M}|confirm:{c['config']}:{c['tiles']}|{runtime}"
             if ckey not in entries and device is None:
                 entries[ckey] = {"confirm": confirm(model, M, c, iters, seed=M + 1)}
-                cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+                files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                 cupy.get_default_memory_pool().free_all_blocks()
             if ckey in entries:
                 c = settle(c, entries[ckey]["confirm"])
