@@ -13,6 +13,7 @@ import pytest
 
 from cusyncgen.cuda import baselines
 from cusyncgen.cuda.baselines import VendorForms, fastest_form
+from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
 from cusyncgen.workloads import mlp_sm90 as W
 
@@ -71,6 +72,26 @@ def test_confirm_rounds_put_every_timed_thing_in_every_position_equally_often(ti
     assert all(sorted(map(str, o)) == sorted(map(str, keys)) for o in orders)
     for pos in range(timed):
         assert {str(k): sum(o[pos] == k for o in orders) for k in keys} == {str(k): rounds // timed for k in keys}
+
+
+def test_confirm_times_every_vendor_form_in_the_rounds_and_keeps_the_fastest_correct():
+    calls = []
+    us = {"ours": [100.0, 101.0, 99.0, 250.0, 100.0, 100.0, 100.0, 100.0], "stream": [104.0] * 8,
+          ("vendor", "torch-unfused"): [952.5] * 8, ("vendor", "cublaslt-gelu"): [908.6] * 8}
+
+    def timer(k):
+        return lambda: (calls.append(k), us[k][sum(c == k for c in calls) - 1])[1]
+    times, rounds = W.time_in_rounds({k: timer(k) for k in us})
+    assert rounds == 8 and len(calls) == 32 and [calls[4 * r] for r in range(4)] == list(us)   # rotated
+    assert times["ours"] == 100.0   # the median over the rounds: one slow round does not count
+    forms = VendorForms(errors={"torch-unfused": 1e-3, "cublaslt-gelu": 1e-3}, skipped={"x": "AttributeError: no"})
+    v = W.vendor_confirmed({k[1]: t for k, t in times.items() if isinstance(k, tuple)}, forms)
+    assert v == {"vendor_us": 908.6, "vendor_form": "cublaslt-gelu", "vendor_rel_err": 1e-3,
+                 "vendor_forms": {"cublaslt-gelu": 908.6, "torch-unfused": 952.5}, "vendor_skipped": {"x": "AttributeError: no"}}
+    forms.errors["cublaslt-gelu"] = 1.0   # a wrong form is never the vendor, however fast
+    assert W.vendor_confirmed({"torch-unfused": 952.5, "cublaslt-gelu": 908.6}, forms)["vendor_form"] == "torch-unfused"
+    with pytest.raises(CusyncError, match="no vendor form ran"):
+        W.vendor_confirmed({}, forms)
 
 
 def test_confirm_is_cached_under_a_key_of_its_own():

@@ -572,6 +572,34 @@ def rotations(keys: list, rounds: int) -> list[list]:
     return [keys[r % len(keys):] + keys[:r % len(keys)] for r in range(rounds)]
 
 
+def time_in_rounds(timers: dict) -> tuple[dict, int]:
+    """{key: timer() -> us} timed in confirm_rounds(len(timers)) rounds, the order rotated from round
+    to round: ({key: the median over the rounds}, the number of rounds)."""
+    import statistics
+    keys = list(timers)
+    rounds = confirm_rounds(len(keys))
+    times: dict = {k: [] for k in keys}
+    for order in rotations(keys, rounds):
+        for k in order:
+            times[k].append(timers[k]())
+    return {k: float(statistics.median(v)) for k, v in times.items()}, rounds
+
+
+def vendor_confirmed(times: dict, forms) -> dict:
+    """confirm's vendor fields from the vendor forms' times in the rounds ({form: us}) and their
+    check (baselines.VendorForms): the fastest correct form's time ("vendor_us"), its name
+    ("vendor_form"), every form's time ("vendor_forms"), the skipped ("vendor_skipped")."""
+    from cusyncgen.cuda import baselines
+    best = baselines.fastest_form(times, forms.errors, TOL)
+    if best is None:
+        raise CusyncError(f"no vendor form ran ({forms.skipped})", None)
+    out = {"vendor_us": round(times[best], 2), "vendor_form": best,
+           "vendor_forms": {f: round(t, 2) for f, t in sorted(times.items())}, "vendor_rel_err": forms.errors[best]}
+    if forms.skipped:
+        out["vendor_skipped"] = dict(sorted(forms.skipped.items()))
+    return out
+
+
 def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90":
     from cusyncgen.cuda.tune import tiles_from_dict
     t = tiles_from_dict(tile_cfg)
@@ -618,27 +646,21 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
             vgraphs[name] = baselines.graph_of(fn)
         except Exception as exc:   # a form that cannot be captured is skipped, as in bench
             forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
-    keys = list(graphs) + [("vendor", name) for name in vgraphs]
-    rounds = confirm_rounds(len(keys))
-    times: dict = {k: [] for k in keys}
-    for order in rotations(keys, rounds):
-        for k in order:
-            if isinstance(k, tuple):
-                stream.synchronize()
-                times[k].append(baselines.replay_time(vgraphs[k[1]], iters))
-            else:
-                with stream:
-                    times[k].append(timing.median(timing.time_graphs([graphs[k]], stream, iters=iters)))
-    out = {f"{k}_us": round(timing.median(v), 2) for k, v in times.items() if not isinstance(k, tuple)}
-    vtimes = {k[1]: timing.median(v) for k, v in times.items() if isinstance(k, tuple)}
-    best = baselines.fastest_form(vtimes, forms.errors, TOL)
-    if best is None:
-        raise CusyncError(f"sm90 {model} M={M}: no vendor form ran ({forms.skipped})", None)
-    errs["vendor"] = forms.errors[best]
-    out.update(vendor_us=round(vtimes[best], 2), vendor_form=best,
-               vendor_forms={f: round(t, 2) for f, t in sorted(vtimes.items())})
-    if forms.skipped:
-        out["vendor_skipped"] = dict(sorted(forms.skipped.items()))
+    timers = {}
+    for k, g in graphs.items():
+        def ours(g=g):
+            with stream:
+                return timing.median(timing.time_graphs([g], stream, iters=iters))
+        timers[k] = ours
+    for name, g in vgraphs.items():
+        def vendor(g=g):
+            stream.synchronize()
+            return baselines.replay_time(g, iters)
+        timers[("vendor", name)] = vendor
+    times, rounds = time_in_rounds(timers)
+    out = {f"{k}_us": round(t, 2) for k, t in times.items() if not isinstance(k, tuple)}
+    out.update(vendor_confirmed({k[1]: t for k, t in times.items() if isinstance(k, tuple)}, forms))
+    errs["vendor"] = out.pop("vendor_rel_err")
     if same:
         out["stream_us"] = out["ours_us"]
     out.update(rounds=rounds, correct=all(e < TOL for e in errs.values()), rel_err=max(errs.values()))
