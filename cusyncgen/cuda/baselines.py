@@ -72,11 +72,6 @@ def time_eager(fn, iters: int = 30) -> float:
 
 # ---- the vendor at its best: every form a user would write, the fastest correct one per point ----
 
-# What a vendor row that does not name its form (results from before the forms were compared) is
-# called in the tables.
-UNNAMED = "unnamed"
-
-
 def why_skipped(exc: BaseException) -> str:
     """One line saying why a form did not run: the exception's class and the first line of its message."""
     text = str(exc).strip().splitlines()
