@@ -258,3 +258,82 @@ def test_the_mlp_vendor_rows_are_the_fastest_correct_form_and_name_it(fake_torch
     assert g["vendor_form"] == "torch-unfused" and g["vendor_forms"] == {"torch-unfused": 120.9}
     assert g["vendor_skipped"] == {"cublaslt-gelu": "AttributeError: module 'torch' has no attribute "
                                                     "'_addmm_activation'"}
+
+
+# ---- Attention: every SDPA backend, contiguous copies only where a backend refuses the views ----
+
+def test_attention_times_every_sdpa_backend_and_copies_where_one_refuses_the_views(monkeypatch):
+    from cusyncgen.workloads import attention as A
+
+    class Att:
+        def torch_fn(self, b, mask=None, sdpa=False, dropout=None, backend=None, contiguous=False):
+            if backend == "EFFICIENT_ATTENTION":   # what an older PyTorch says of a backend it lacks
+                raise AttributeError("type object 'SDPBackend' has no attribute 'EFFICIENT_ATTENTION'")
+            if backend == "CUDNN_ATTENTION" and not contiguous:
+                def refused():
+                    raise RuntimeError("No available kernel. Aborting execution.")
+                return refused
+            return lambda: {"sdpa": sdpa, "backend": backend, "contiguous": contiguous, "dropout": dropout, "mask": mask}
+
+    # a form is right where it was checked as it must be: SDPA without dropout against the reference
+    # without dropout (SDPA draws its own mask); the unfused math with the kernels' mask
+    def rel(out, ref):
+        if out["sdpa"]:
+            return 1e-3 if out["dropout"] == 0.0 and ref == "ref without dropout" else 1.0
+        return 1e-3 if out["mask"] == "the kernels' mask" and ref == "ref" else 1.0
+    monkeypatch.setattr(A, "rel", rel)
+    cublas, sdpa = A.vendor_forms(Att(), {}, "the kernels' mask", "ref", "ref without dropout")
+    assert list(cublas.fns) == ["torch-unfused"] and cublas.errors == {"torch-unfused": 1e-3}
+    assert set(sdpa.fns) == {"sdpa-flash", "sdpa-math", "sdpa-cudnn+contiguous"}
+    assert sdpa.errors == {n: 1e-3 for n in sdpa.fns}
+    assert set(sdpa.skipped) == {"sdpa-cudnn", "sdpa-efficient"}   # a missing backend is not retried
+    assert sdpa.skipped["sdpa-cudnn"].startswith("RuntimeError: No available kernel")
+    # the timed forms run with the workload's dropout (dropout=None: the instance's)
+    assert sdpa.fns["sdpa-flash"]()["dropout"] is None and sdpa.fns["sdpa-cudnn+contiguous"]()["contiguous"]
+
+
+# ---- Conv2D: both memory layouts, with and without cuDNN's fused convolution + bias + ReLU ----
+
+class Conv:
+    """A stand-in tensor that records how it was made: its layout and the ops applied."""
+
+    def __init__(self, ops=(), contiguous=False):
+        self.ops, self.is_contig = tuple(ops), contiguous
+
+    def permute(self, *dims):
+        return Conv(self.ops + ("permute",))
+
+    def contiguous(self):
+        return Conv(self.ops + ("contiguous",), True)
+
+
+def _conv_torch(fused: bool):
+    t = types.ModuleType("torch")
+    t.from_dlpack = lambda a: Conv((a,))
+    t.relu = lambda h: Conv(h.ops + ("relu",), h.is_contig)
+    t.nn = types.SimpleNamespace(functional=types.SimpleNamespace(
+        conv2d=lambda h, w, b, padding: Conv(h.ops + (f"conv({'nchw' if w.is_contig else 'nhwc'})",), h.is_contig)))
+    if fused:
+        t.cudnn_convolution_relu = lambda h, w, b, stride, padding, dilation, groups: Conv(
+            h.ops + (f"conv_relu({'nchw' if w.is_contig else 'nhwc'})",), h.is_contig)
+    return t
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_conv2d_forms_are_both_layouts_with_and_without_the_fused_relu(monkeypatch, fused):
+    from cusyncgen.workloads import conv2d
+    monkeypatch.setitem(sys.modules, "torch", _conv_torch(fused))
+    makers = conv2d.vendor_forms("x", ["w1", "w2"], ["b1", "b2"])
+    assert list(makers) == ["cudnn-channels-last", "cudnn-contiguous", "cudnn-conv-relu-channels-last",
+                            "cudnn-conv-relu-contiguous"]
+    forms = VendorForms.check(makers, lambda name, fn: 0.0 if fn() else 1.0)
+    fused_forms = {"cudnn-conv-relu-channels-last", "cudnn-conv-relu-contiguous"}
+    assert set(forms.fns) == (set(makers) if fused else set(makers) - fused_forms)
+    assert set(forms.skipped) == (set() if fused else fused_forms)
+    nhwc, nchw = forms.fns["cudnn-channels-last"](), forms.fns["cudnn-contiguous"]()
+    # channels_last: the kernels' memory as it is; contiguous: converted once (before the chain runs)
+    assert nhwc.ops == ("x", "permute", "conv(nhwc)", "relu", "conv(nhwc)", "relu") and not nhwc.is_contig
+    assert nchw.ops == ("x", "permute", "contiguous", "conv(nchw)", "relu", "conv(nchw)", "relu") and nchw.is_contig
+    if fused:
+        assert forms.fns["cudnn-conv-relu-contiguous"]().ops == ("x", "permute", "contiguous", "conv_relu(nchw)",
+                                                                 "conv_relu(nchw)")
