@@ -9,7 +9,10 @@ markdown. Every number is a value of the JSON or a ratio/geometric mean of such 
 typed by hand, so the page is regenerated, never edited (``--check`` fails when it is stale).
 
 Rows may carry ``"kernel"`` (``"sm80"``, ``"sm90"``); a row without one is ``"sm80"``. A config
-``NAME/VARIANT`` (``Conv2DTileSync+PDL/split-K``) is NAME on the VARIANT chain: its own tables.
+``NAME/VARIANT`` (``Conv2DTileSync+PDL/split-K``) is NAME on the VARIANT chain: its own tables. A
+vendor row names the form of the vendor's computation that was fastest at its point in
+``"vendor_form"`` (``cublaslt-gelu``, ``sdpa-flash``...); a row without one (results measured before
+the forms were compared) is ``unnamed``.
 Standard library only: it runs without a GPU, CuPy or PyTorch.
 """
 
@@ -34,22 +37,25 @@ DEFAULT_KERNEL = "sm80"
 REGENERATE = "python -m cusyncgen.results -o docs/results.md benchmarks/results"
 PROG = "cusyncgen results"  # in messages, run as `cusyncgen results` or `python -m cusyncgen.results`
 BELOW = 0.97  # the summary counts points where the best synchronized config is below this
+UNNAMED = "unnamed"  # the form of a vendor row without "vendor_form"
 
 METHOD = """\
-How every number was measured (`cusyncgen bench`, `cusyncgen tune`): times are medians of
-CUDA-graph replays in microseconds, after a warm-up; every configuration's output was checked
-against a float32 reference on fresh inputs with poisoned outputs ('all correct' says whether every
-configuration of the point passed). The synchronized configurations and StreamSync run the *same*
-kernels; the vendor library (cuBLAS, cuDNN, PyTorch SDPA) runs through PyTorch, alone and captured
-in a CUDA graph ('+graph'). 'over StreamSync' is StreamSync's time over the configuration's time
-in the same run. The floor is max(FLOPs / peak, bytes / bandwidth) with both ceilings measured in
-that run. Configuration names follow the paper: the policy (TileSync, RowSync, StridedSync,
-Conv2DTileSync, or one per dependency for Attention), `+PDL` consumer PDL-launched (otherwise the
-paper's wait-kernel on two streams), `W` no ordering at all, `R` the independent operand loaded
-before the wait, `T` no custom tile order; `PDL` alone is the plain kernels with
-`griddepcontrol.wait` and no semaphore. `/split-K`: the same configuration on the chain whose
-deep-K kernels split each tile's K range over several blocks. 'our fastest' is the fastest correct
-configuration of ours at that point on either chain (synchronized, PDL alone or StreamSync)."""
+How every number was measured (`cusyncgen bench`, `cusyncgen tune`): times are medians of CUDA-graph
+replays in microseconds, after a warm-up; every configuration's output was checked against a float32
+reference on fresh inputs with poisoned outputs ('all correct' says whether every configuration of
+the point passed). The synchronized configurations and StreamSync run the *same* kernels; the vendor
+library (cuBLAS, cuDNN, PyTorch SDPA) runs through PyTorch, alone and captured in a CUDA graph
+('+graph'), in every form a user would write (fused epilogues, each SDPA backend, contiguous
+weights, each memory layout), each checked; its row is the fastest correct form, named ('vendor
+form'; 'unnamed': a run from before the forms were compared). 'over StreamSync' is StreamSync's time
+over the configuration's time in the same run. The floor is max(FLOPs / peak, bytes / bandwidth)
+with both ceilings measured in that run. Configuration names follow the paper: the policy (TileSync,
+RowSync, StridedSync, Conv2DTileSync, or one per dependency for Attention), `+PDL` consumer
+PDL-launched (otherwise the paper's wait-kernel on two streams), `W` no ordering at all, `R` the
+independent operand loaded before the wait, `T` no custom tile order; `PDL` alone is the plain
+kernels with `griddepcontrol.wait` and no semaphore. `/split-K`: the same configuration on the chain
+whose deep-K kernels split each tile's K range over several blocks. 'our fastest' is the fastest
+correct configuration of ours at that point on either chain (synchronized, PDL alone or StreamSync)."""
 
 
 def slug(device: str) -> str:
@@ -201,6 +207,22 @@ def fastest_by_point(groups: dict) -> dict:
     return out
 
 
+def form_of(row) -> str:
+    """The vendor form a vendor row names (UNNAMED where it names none)."""
+    return str(row.get("vendor_form") or UNNAMED)
+
+
+def forms_label(names) -> str:
+    """The vendor forms of several points: the one name where all are the same, else each with its
+    count, the most frequent first (``cublaslt-gelu 5, torch-unfused 4``)."""
+    counts: dict = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{n} {c}" for n, c in sorted(counts.items(), key=lambda nc: (-nc[1], nc[0])))
+
+
 def _t(row) -> str:
     return "-" if row is None else f"{row['time_us']:.1f}"
 
@@ -268,7 +290,7 @@ def bench_tables(run: Run, base: Path) -> list[str]:
             has_floor = any("floor" in p.ref for p in pts)
             head = [size, "StreamSync", "PDL alone", "best synchronized", "µs", "over StreamSync",
                     f"{vendor}+graph"] + (["SDPA+graph"] if has_sdpa else []) \
-                + ["fastest +graph / our fastest"] + (["floor"] if has_floor else []) + ["all correct"]
+                + ["fastest +graph / our fastest", "vendor form"] + (["floor"] if has_floor else []) + ["all correct"]
             lines += [f"#### {model} ({_label(run, kernel, chain)})", "",
                       "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for p in pts:
@@ -280,6 +302,7 @@ def bench_tables(run: Run, base: Path) -> list[str]:
                 if has_sdpa:
                     cells.append(_t(p.ref.get("SDPA+graph")))
                 cells.append(_x(_ratio(p.vendor_graph(), fastest.get((kernel, model, p.M)))))
+                cells.append("-" if p.vendor_graph() is None else form_of(p.vendor_graph()))
                 if has_floor:
                     cells.append(_t(p.ref.get("floor")))
                 cells.append("yes" if p.all_correct() else "NO")
@@ -347,7 +370,7 @@ def tune_tables(run: Run, base: Path) -> list[str]:
         lines += ["", "Re-measured (the choice, the fastest stream order and the vendor library + graph on "
                   "fresh inputs, in alternating rounds: free of the selection among the candidates):", "",
                   "| model | over the vendor + graph, geomean over M >= 128 | faster than it | "
-                  "over the fastest stream order, max |", "|---|---|---|---|"]
+                  "over the fastest stream order, max | the vendor's fastest form (sizes) |", "|---|---|---|---|---|"]
         for model in models:
             cs = [c for c in confirmed if c.get("model", "") == model]
             if not cs:
@@ -358,7 +381,8 @@ def tune_tables(run: Run, base: Path) -> list[str]:
             top = max(st) if st else None
             lines.append(f"| {model} | {_x(_geomean([v for M, v in r.items() if M >= VENDOR_MIN_M]))} | "
                          f"{sum(v > 1.0 for v in r.values())} of {len(r)} sizes | "
-                         + (f"{_x(top[0])} (M={top[1]}) |" if top else "- |"))
+                         + (f"{_x(top[0])} (M={top[1]}) |" if top else "- |")
+                         + f" {forms_label(form_of(c['confirm']) for c in cs)} |")
     has_pred = any(isinstance(c.get("predicted"), dict) for c in choices)
     head = ["model", SIZE.get(run.workload, "M"), "choice", "tiles", "µs", "fastest StreamSync µs",
             "over StreamSync"] + (["planner's choice"] if has_pred else [])
@@ -411,6 +435,7 @@ def summary_rows(run: Run) -> list[tuple[str, str, str]]:
             v_faster = sum(p.vendor_graph()["time_us"] < fastest[(kernel, p.model, p.M)]["time_us"]
                            for p in with_v)
             names = "/".join(sorted({p.vendor_graph()["config"][:-len("+graph")] for p in with_v}))
+            names += ": " + forms_label(form_of(p.vendor_graph()) for p in with_v)
             name = fam + ("" if kernel == DEFAULT_KERNEL else f" ({kernel})")
             where = (f"{m_top} " if m_top else "") + f"{size}={p_top.M}"
             line = (f"| {name} | {run.device} | {_x(_speedup(b_top))} ({where}, {b_top['config']}) "
@@ -421,7 +446,8 @@ def summary_rows(run: Run) -> list[tuple[str, str, str]]:
 
 
 VENDOR_HEAD = ("| model | device | best synchronized vs cuBLAS + graph | geomean over M >= 128 "
-               "| best synchronized vs fastest stream order (same kernels) | floor / best synchronized, geomean |")
+               "| best synchronized vs fastest stream order (same kernels) | floor / best synchronized, geomean "
+               "| cuBLAS's fastest form (sizes) |")
 VENDOR_MIN_M = 128
 
 
@@ -430,7 +456,8 @@ def vendor_rows(run: Run) -> list[tuple[str, str, str]]:
     sm90 MLP): per size the fastest correct synchronized configuration over every chain (split-K
     included) against cuBLAS + graph (ratio > 1: ours faster) at its best size and as a geometric
     mean over M >= VENDOR_MIN_M; against the fastest stream order of the same kernels (StreamSync or
-    PDL alone, any chain); and how close it comes to the roofline floor."""
+    PDL alone, any chain); how close it comes to the roofline floor; and which vendor form was the
+    fastest at how many sizes."""
     out = []
     groups = {k: v for k, v in points(run).items() if k[0] != DEFAULT_KERNEL}
     models = list(dict.fromkeys(m for per_model in groups.values() for m in per_model))
@@ -453,6 +480,7 @@ def vendor_rows(run: Run) -> list[tuple[str, str, str]]:
         have = {M: v for M, v in vs_vendor.items() if v is not None}
         if not have:
             continue
+        forms = forms_label(form_of(per_m[M]["ref"][run.vendor + "+graph"]) for M in sorted(have))
         top = max(have, key=lambda M: (have[M], -M))
         top_s = max((M for M in vs_stream if vs_stream[M] is not None), key=lambda M: (vs_stream[M], -M))
         cfg = per_m[top]["sync"]
@@ -460,7 +488,7 @@ def vendor_rows(run: Run) -> list[tuple[str, str, str]]:
                 f"{sum(v > 1.0 for v in have.values())} of {len(have)} sizes faster) "
                 f"| {_x(_geomean([v for M, v in have.items() if M >= VENDOR_MIN_M]))} "
                 f"| {_x(vs_stream[top_s])} (M={top_s}, {per_m[top_s]['sync']['config']}) "
-                f"| {_x(_geomean(vs_floor))} |")
+                f"| {_x(_geomean(vs_floor))} | {forms} |")
         out.append((model, run.device, line))
     return out
 
@@ -492,9 +520,9 @@ def summary(runs: list[Run]) -> list[str]:
             lines += [f"{TITLES[w]} on the {'/'.join(kernels)} kernels against the vendor library: the fastest "
                       "correct synchronized configuration per size (any tile config and chain) over cuBLAS in "
                       f"a CUDA graph (> 1: ours faster), at its best size and as a geometric mean over M >= "
-                      f"{VENDOR_MIN_M}; over the fastest stream order of the same kernels; and the roofline "
-                      "floor over it (1: at the floor).", "",
-                      VENDOR_HEAD, "|---|---|---|---|---|---|"] + [line for _, _, line in vrows] + [""]
+                      f"{VENDOR_MIN_M}; over the fastest stream order of the same kernels; the roofline "
+                      "floor over it (1: at the floor); and the vendor's fastest form at how many sizes.", "",
+                      VENDOR_HEAD, "|---|---|---|---|---|---|---|"] + [line for _, _, line in vrows] + [""]
     return lines
 
 

@@ -27,3 +27,12 @@ def test_no_table_for_a_workload_without_a_vendor(tmp_path):
            "rows": [{"config": "StreamSync", "time_us": 1.0, "overhead_vs_streamsync": 0.0, "correct": True}]}
     paths = bench.write(res, tmp_path, "overhead-test", table=False)
     assert [p.name for p in paths] == ["overhead-test.json"]
+
+
+def test_the_markdown_names_the_vendors_form():
+    res = _attention_like()
+    for r in res["rows"]:
+        if r["config"].startswith("cuBLAS"):
+            r["vendor_form"] = "torch-unfused"
+    assert "| 92.0 (torch-unfused) | 90.0 (torch-unfused) | 80.0 | yes |" in bench.markdown(res)
+    assert "| 92.0 | 90.0 | 80.0 | yes |" in bench.markdown(_attention_like())   # a run without forms

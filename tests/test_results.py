@@ -111,10 +111,11 @@ def test_summary_is_the_json():
         if r["config"] not in ("floor", "cuBLAS", "cuBLAS+graph"):
             ours[r["M"]] = min(ours.get(r["M"], float("inf")), r["time_us"])
     cublas = sum(r["time_us"] < ours[r["M"]] for r in rows if r["config"] == "cuBLAS+graph")
+    forms = results.forms_label(r.get("vendor_form", "unnamed") for r in rows if r["config"] == "cuBLAS+graph")
     line = next(line for line in section(PAGE.read_text(), "### MLP").splitlines()
                 if line.startswith("| gpt3 | NVIDIA H200 |"))
     assert f"{top['speedup_vs_streamsync']:.3f}x (M={top['M']}, {top['config']})" in line
-    assert f"| {faster} of {len(best)} | {cublas} of {len(best)} (cuBLAS) |" in line
+    assert f"| {faster} of {len(best)} | {cublas} of {len(best)} (cuBLAS: {forms}) |" in line
 
 
 def test_sm90_vendor_summary_is_the_json():
@@ -128,11 +129,12 @@ def test_sm90_vendor_summary_is_the_json():
     page = PAGE.read_text()
     for model in ("gpt3", "llama-ep"):
         rows = [r for r in data["rows"] if r["model"] == model]
-        sync, stream, cub, floor = {}, {}, {}, {}
+        sync, stream, cub, floor, form = {}, {}, {}, {}, {}
         for r in rows:
             base = r["config"].split("/")[0]
             if base == "cuBLAS+graph":
                 cub[r["M"]] = r["time_us"]
+                form[r["M"]] = r.get("vendor_form", "unnamed")
             elif base == "floor":
                 floor[r["M"]] = r["time_us"]
             elif base != "cuBLAS" and r["correct"]:
@@ -147,7 +149,8 @@ def test_sm90_vendor_summary_is_the_json():
                     if line.startswith(f"| {model} | NVIDIA H100 80GB HBM3 |") and "sizes faster" in line)
         assert f"| {vs[top]:.3f}x (M={top}, {sync[top]['config']}; {sum(v > 1 for v in vs.values())} of {len(vs)} " \
                "sizes faster)" in line
-        assert f"| {geo:.3f}x |" in line and line.endswith(f"| {fl:.3f}x |")
+        assert f"| {geo:.3f}x |" in line
+        assert line.endswith(f"| {fl:.3f}x | {results.forms_label(form[M] for M in sorted(vs))} |")
         assert max(stream[M]["time_us"] / r["time_us"] for M, r in sync.items()) == pytest.approx(
             float(line.split("|")[5].split("x")[0]), abs=6e-4)
         # the per-run table: StreamSync at M = 1 is the fastest correct StreamSync row of all tile configs
@@ -250,3 +253,44 @@ def test_readme_summary_rows_are_generated():
     assert rows, "the README has no result table"
     for line in rows:
         assert line in summary, f"README row not in docs/results.md's summary: {line}"
+
+
+def test_the_vendor_rows_form_is_shown_and_an_old_run_says_unnamed(tmp_path):
+    """Each point's table names the form of its fastest vendor + graph row, the summaries count the
+    forms over the points; a run from before the forms were compared renders, its forms 'unnamed'."""
+    data = json.loads((RESULTS / "mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    forms = {}
+    for r in data["rows"]:
+        if r["model"] == "gpt3" and r["config"] == "cuBLAS+graph":
+            r["vendor_form"] = forms[r["M"]] = "cublaslt-gelu" if r["M"] in (64, 2048) else "torch-unfused"
+            r["vendor_forms"] = {"cublaslt-gelu": r["time_us"], "torch-unfused": r["time_us"] + 1.0}
+    (tmp_path / "mlp-nvidia-h100-80gb-hbm3-sm90.json").write_text(json.dumps(data))
+    page = results.render(tmp_path, tmp_path)
+    table = section(section(page, "### MLP on NVIDIA H100 80GB HBM3 (sm90 kernels)"), "#### gpt3 (sm90 kernels)")
+    head = next(line for line in table.splitlines() if line.startswith("| M |"))
+    col = [c.strip() for c in head.strip("|").split("|")].index("vendor form")
+    for line in table.splitlines():
+        if re.match(r"\| \d+ \|", line):
+            M = int(line.split("|")[1])
+            assert line.strip("|").split("|")[col].strip() == forms[M], line
+    summary = section(page, "## Summary")
+    n = len(forms)
+    assert f"(cuBLAS: torch-unfused {n - 2}, cublaslt-gelu 2) |" in next(
+        line for line in summary.splitlines() if line.startswith("| gpt3 (sm90) |"))
+    vendor_line = next(line for line in summary.splitlines() if line.startswith("| gpt3 |") and "sizes faster" in line)
+    assert vendor_line.endswith(f"| torch-unfused {n - 2}, cublaslt-gelu 2 |")
+    llama = next(line for line in summary.splitlines() if line.startswith("| llama-ep |") and "sizes faster" in line)
+    assert llama.endswith("| unnamed |")   # no vendor_form in its rows
+    assert results.forms_label(["a", "a"]) == "a" and results.form_of({"config": "cuBLAS+graph"}) == "unnamed"
+
+
+def test_a_tune_run_names_the_vendors_form_of_its_re_measurement(tmp_path):
+    data = json.loads((RESULTS / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    for c in data["choices"]:
+        if c["model"] == "gpt3" and c.get("confirm"):
+            c["confirm"]["vendor_form"] = "cublaslt-gelu"
+    (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").write_text(json.dumps(data))
+    page = results.render(tmp_path, tmp_path)
+    lines = section(page, "### tune mlp on NVIDIA H100 80GB HBM3 (sm90 kernels)").splitlines()
+    assert next(line for line in lines if line.startswith("| gpt3 |") and "sizes |" in line).endswith("| cublaslt-gelu |")
+    assert next(line for line in lines if line.startswith("| llama-ep |") and "sizes |" in line).endswith("| unnamed |")

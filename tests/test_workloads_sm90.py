@@ -246,10 +246,15 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     for M, (cfg, tl, ours, strm, vend) in confirmed.items():
         cache["NVIDIA H100 80GB HBM3"][f"gpt3|{M}|confirm:{cfg}:{tl}|lib-abc"] = {"confirm": {
             "ours_us": ours, "stream_us": strm, "vendor_us": vend, "rounds": 5, "correct": True, "rel_err": 1e-4}}
+    # M = 1 re-measured again with every vendor form (its own key, preferred); M = 512 has only the
+    # re-measurement from before the forms, which a report from the cache still reads (unnamed)
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:TileSync+Chain:128x192x64:vendor-forms|lib-abc"] = {"confirm": {
+        "ours_us": 50.0, "stream_us": 55.0, "vendor_us": 58.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
+        "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 58.0, "torch-unfused": 60.0}}}
     # M = 1: no 256-row tile and no TMA-store epilogue; M = 512: no 64-row tile, every tile config (the
     # five with the register epilogue, the four "tma") with the first GeMM banded and the second
     # grouped or banded with the first's bands, and the GeMMs' own pair in both orders
-    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * (5 + 4) + 3 + 2 + 2
+    assert len(cache["NVIDIA H100 80GB HBM3"]) == 6 + 3 * (5 + 4) + 3 + 2 + 2 + 1
     assert sum("256x128x64+128x256x64" in k for k in cache["NVIDIA H100 80GB HBM3"]) == 3
     labels = [k.split("|")[2] for k in cache["NVIDIA H100 80GB HBM3"] if k.startswith("gpt3|512|")
               and "confirm:" not in k]
@@ -268,9 +273,11 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     assert tune.select(table, "gpt3", 1) == ("TileSync+Chain", W.Sm90Tiles("128x192x64"))
     md = (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()
     assert "## gpt3" in md and "Re-measured on fresh inputs" in md
-    assert "| 1 | 50.0 | 55.0 | 60.0 | 1.100x | 1.200x | yes |" in md
-    assert "| 512 | 200.0 | 210.0 | 190.0 | 1.050x | 0.950x | yes |" in md
-    assert "Geometric mean over M >= 128 against cuBLAS + graph: 0.950x; faster at 1 of 2 sizes." in md
+    assert "| 1 | 50.0 | 55.0 | 58.0 | 1.100x | 1.160x | yes | cublaslt-gelu |" in md
+    assert "| 512 | 200.0 | 210.0 | 190.0 | 1.050x | 0.950x | yes | unnamed |" in md
+    assert ("Geometric mean over M >= 128 against cuBLAS + graph: 0.950x; faster at 1 of 2 sizes; cuBLAS's fastest "
+            "form: cublaslt-gelu 1, unnamed 1.") in md
+    assert res["choices"][0]["confirm"]["vendor_forms"] == {"cublaslt-gelu": 58.0, "torch-unfused": 60.0}
     assert [c["confirm"]["ours_us"] for c in res["choices"]] == [50.0, 200.0]
     # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family
     with pytest.raises(SystemExit):

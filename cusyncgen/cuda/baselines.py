@@ -1,5 +1,13 @@
-"""Vendor baselines and the roofline floor, measured in the same process as the CuSync runs."""
+"""Vendor baselines and the roofline floor, measured in the same process as the CuSync runs.
+
+The vendor is at its best: each workload offers the forms of its computation a user would write
+(VendorForms), and a point's vendor row is the fastest of them that computes the reference's
+result, named in the row's "vendor_form"."""
 from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
 
 from cusyncgen.cuda.lazy import torch
 
@@ -60,3 +68,88 @@ def replay_time(g, iters: int = 30) -> float:
 
 def time_eager(fn, iters: int = 30) -> float:
     return _time_torch(fn, iters=iters)
+
+
+# ---- the vendor at its best: every form a user would write, the fastest correct one per point ----
+
+def why_skipped(exc: BaseException) -> str:
+    """One line saying why a form did not run: the exception's class and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def fastest_form(times: dict, errors: dict, tol: float) -> str | None:
+    """The fastest of the timed forms ({form: us}) whose output was within `tol` of the reference
+    ({form: relative error}); where none was, the fastest of them all (its row is then marked
+    incorrect); None where nothing was timed. Ties go to the name that sorts first."""
+    if not times:
+        return None
+    ok = [f for f in times if errors.get(f, math.inf) < tol]
+    return min(ok or list(times), key=lambda f: (times[f], f))
+
+
+@dataclass
+class VendorForms:
+    """The forms of one vendor computation at one point that a user could write (the unfused PyTorch
+    ops, a fused cuBLASLt epilogue, each SDPA backend, a weight layout...): each made, run once and
+    checked against the reference (check), then timed eagerly and in a CUDA graph (time). A form
+    this PyTorch lacks, that has no kernel for the shape, or that cannot be captured is skipped with
+    the reason, never a crash. row() gives the fields of the vendor row: the fastest correct form,
+    named in "vendor_form", every timed form's time in "vendor_forms", the skipped in
+    "vendor_skipped"."""
+
+    fns: dict = field(default_factory=dict)      # form -> the callable returning its output
+    errors: dict = field(default_factory=dict)   # form -> relative error against the reference
+    skipped: dict = field(default_factory=dict)  # form -> why it was not (or not fully) timed
+    times: dict = field(default_factory=dict)    # "" (eager) or "+graph" -> {form: us}
+
+    @classmethod
+    def check(cls, makers: dict, error_of) -> "VendorForms":
+        """makers: {form: a callable returning the form's callable} (it raises where the form cannot
+        be made, e.g. an API missing); error_of(form, fn): the relative error of the form's output
+        (it runs fn, or a variant of it: attention checks its SDPA forms without dropout)."""
+        out = cls()
+        for name, make in makers.items():
+            try:
+                fn = make()
+                out.errors[name] = float(error_of(name, fn))
+            except Exception as exc:   # any failure of a form is that form's: it is recorded, the others run
+                out.skipped[name] = why_skipped(exc)
+                print(f"vendor form {name} skipped: {out.skipped[name]}", file=sys.stderr, flush=True)
+                continue
+            out.fns[name] = fn
+        return out
+
+    def time(self, timers: dict, iters: int) -> None:
+        """timers: {suffix: timer(fn, iters) -> us}, e.g. {"": time_eager, "+graph": graph_time}."""
+        for suffix, timer in timers.items():
+            got = self.times.setdefault(suffix, {})
+            for name, fn in self.fns.items():
+                try:
+                    got[name] = float(timer(fn, iters))
+                except Exception as exc:   # e.g. a kernel that cannot be captured in a graph
+                    self.skipped[name + suffix] = why_skipped(exc)
+                    print(f"vendor form {name}{suffix} skipped: {self.skipped[name + suffix]}", file=sys.stderr,
+                          flush=True)
+
+    def fastest(self, suffix: str, tol: float) -> str | None:
+        return fastest_form(self.times.get(suffix, {}), self.errors, tol)
+
+    def row(self, suffix: str, tol: float) -> dict | None:
+        """time_us, correct, rel_err of the fastest correct form timed with `suffix`, and the forms'
+        record; None where no form was timed."""
+        best = self.fastest(suffix, tol)
+        if best is None:
+            return None
+        times = self.times[suffix]
+        out = {"time_us": round(times[best], 2), "correct": self.errors[best] < tol, "rel_err": self.errors[best],
+               "vendor_form": best, "vendor_forms": {f: round(t, 2) for f, t in sorted(times.items())}}
+        if self.skipped:
+            out["vendor_skipped"] = dict(sorted(self.skipped.items()))
+        return out
+
+
+def time_forms(forms: VendorForms, iters: int) -> VendorForms:
+    """Every form of `forms` timed eagerly ("") and in a CUDA graph ("+graph")."""
+    forms.time({"": time_eager, "+graph": graph_time}, iters)
+    return forms

@@ -46,7 +46,8 @@ def markdown(result: dict) -> str:
              + "Times: median of CUDA-graph replays, microseconds. "
              "Speed-up is StreamSync time / config time (same kernels, same run). Where recorded, StreamSync "
              "was timed first and last; 'spread' is the difference of the two (the run's noise floor), and the "
-             "faster one is the baseline."
+             "faster one is the baseline. The vendor's columns: the fastest correct of the forms a user would "
+             "write (fused epilogues, weight layouts...), named in parentheses where the run compared them."
              + (" Where a point ran on several tile configs, each configuration's row is its fastest correct one, "
                 "and StreamSync is the fastest over them." if kernel else ""), ""] + ([result["note"], ""] if result.get("note") else [])
     for model in sorted({r["model"] for r in rows}):
@@ -61,7 +62,7 @@ def markdown(result: dict) -> str:
             spread = rs["StreamSync"].get("baseline_spread")
             lines.append(f"| {M} | {rs['StreamSync']['time_us']:.1f} | {'-' if spread is None else f'{100 * spread:.1f}%'} | {rs['PDL']['time_us']:.1f} ({rs['PDL']['speedup_vs_streamsync']:.2f}x) | "
                          f"{best['config']} | {best['time_us']:.1f} | {best['speedup_vs_streamsync']:.3f}x | "
-                         f"{rs[vendor]['time_us']:.1f} | {rs[vendor + '+graph']['time_us']:.1f} | "
+                         f"{vendor_cell(rs[vendor])} | {vendor_cell(rs[vendor + '+graph'])} | "
                          f"{rs['floor']['time_us'] if 'floor' in rs else math.nan:.1f} | {'yes' if ok else 'NO'} |")
         lines.append("")
     split = [r for r in rows if r["config"] == "StreamSync" + SPLIT_K]
@@ -97,6 +98,11 @@ def markdown(result: dict) -> str:
                          f"{g['cublas_us'] / g['ours_us']:.2f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def vendor_cell(row: dict) -> str:
+    """A vendor row's time, and the form it was measured in where the row names it."""
+    return f"{row['time_us']:.1f}" + (f" ({row['vendor_form']})" if row.get("vendor_form") else "")
 
 
 def fastest_per_config(rows) -> dict:

@@ -357,32 +357,36 @@ def geomean(xs) -> float:
 
 def confirm_table(cs: list) -> list:
     """The re-measured choices (the sm90 MLP's `confirm`): the chosen configuration, the fastest
-    stream order and cuBLAS + graph on fresh inputs in alternating rounds, and their ratios."""
+    stream order and cuBLAS + graph (its fastest form, named) on fresh inputs in alternating rounds,
+    and their ratios."""
+    from cusyncgen.results import form_of, forms_label
     cs = [c for c in cs if c.get("confirm")]
     if not cs:
         return []
-    rounds = cs[0]["confirm"].get("rounds", "")
-    lines = ["", f"Re-measured on fresh inputs, the three timed in {rounds} alternating rounds (free of the "
-             "selection among the candidates; > 1: the choice is faster):", "",
+    rounds = sorted({c["confirm"].get("rounds", "") for c in cs}, key=str)
+    lines = ["", f"Re-measured on fresh inputs, the choice, the fastest stream order and every form of cuBLAS + graph "
+             f"timed in {'/'.join(map(str, rounds))} rounds, the order rotated from round to round (free of the "
+             "selection among the candidates; > 1: the choice is faster; cuBLAS + graph: its fastest correct "
+             "form, named):", "",
              "| M | chosen (us) | fastest stream order (us) | cuBLAS + graph (us) | over the stream order "
-             "| over cuBLAS + graph | all correct |", "|---|---|---|---|---|---|---|"]
+             "| over cuBLAS + graph | all correct | cuBLAS form |", "|---|---|---|---|---|---|---|---|"]
     for c in cs:
         f = c["confirm"]
         s = f.get("stream_us")
+        ok = f"{'yes' if f.get('correct') else 'NO'} | {form_of(f)} |"
         if c.get("fallback"):
             lines.append(f"| {c['M']} | {f['ours_us']:.1f} (the fastest stream order: {c['fallback']} re-measured slower) | "
-                         f"{s:.1f} | {f['vendor_us']:.1f} | 1.000x | {f['vendor_us'] / f['ours_us']:.3f}x | "
-                         f"{'yes' if f.get('correct') else 'NO'} |")
+                         f"{s:.1f} | {f['vendor_us']:.1f} | 1.000x | {f['vendor_us'] / f['ours_us']:.3f}x | {ok}")
             continue
         lines.append(f"| {c['M']} | {f['ours_us']:.1f} | {s:.1f} | {f['vendor_us']:.1f} | "
-                     f"{s / f['ours_us']:.3f}x | {f['vendor_us'] / f['ours_us']:.3f}x | "
-                     f"{'yes' if f.get('correct') else 'NO'} |" if s else
+                     f"{s / f['ours_us']:.3f}x | {f['vendor_us'] / f['ours_us']:.3f}x | {ok}" if s else
                      f"| {c['M']} | {f['ours_us']:.1f} | - | {f['vendor_us']:.1f} | - | "
-                     f"{f['vendor_us'] / f['ours_us']:.3f}x | {'yes' if f.get('correct') else 'NO'} |")
+                     f"{f['vendor_us'] / f['ours_us']:.3f}x | {ok}")
     big = [c["confirm"]["vendor_us"] / c["confirm"]["ours_us"] for c in cs if c["M"] >= 128]
     if big:
         lines += ["", f"Geometric mean over M >= 128 against cuBLAS + graph: {geomean(big):.3f}x; faster at "
-                  f"{sum(c['confirm']['vendor_us'] > c['confirm']['ours_us'] for c in cs)} of {len(cs)} sizes."]
+                  f"{sum(c['confirm']['vendor_us'] > c['confirm']['ours_us'] for c in cs)} of {len(cs)} sizes; "
+                  f"cuBLAS's fastest form: {forms_label(form_of(c['confirm']) for c in cs)}."]
     return lines
 
 

@@ -628,21 +628,31 @@ class Attention:
     def ok(errs: dict) -> bool:
         return all(e < TOL_STAGE for n, e in errs.items() if n != "chain") and errs["chain"] < TOL_E2E
 
-    # ---- the same math in PyTorch (cuBLAS)
-    def torch_fn(self, b: dict, mask=None, sdpa: bool = False, dropout: float | None = None):
+    # ---- the same math in PyTorch (cuBLAS, SDPA)
+    def torch_fn(self, b: dict, mask=None, sdpa: bool = False, dropout: float | None = None,
+                 backend: str | None = None, contiguous: bool = False):
         """The same math in PyTorch: dropout with torch's RNG (timing), with `mask` (the kernel's,
-        for checking), or none (dropout=0)."""
+        for checking), or none (dropout=0). sdpa: attention by scaled_dot_product_attention, on
+        [B, NH, S, Dh] views of the QKV GeMM's output (4-D: the fused backends take no other),
+        under sdpa_kernel(SDPBackend.<backend>) where `backend` is named (an AttributeError where
+        this PyTorch lacks it), and with q, k and v copied contiguous first where `contiguous`."""
         sh = self.shape
         x, wqkv, wo = b["x"], b["wqkv"], b["wo"]
         cache = b["cache"].clone()
         c3 = cache.view(sh.Npad, sh.B, 3 * sh.D)
         p_drop = self.dropout if dropout is None else dropout
         causal = self.causal_mask()[:, : sh.L] if sh.causal else None
+        only = sdpa_backend(backend) if backend else None
+
+        def attend(q, k, v):
+            if contiguous:
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=sh.causal)
 
         def fn():
-            qkv = x @ wqkv.T                                              # [B*S, 3D]
+            qkv = x @ wqkv.T                                              # [B*S, 3D] in (b, s) order
             if sh.prompt:
-                kv = qkv.view(sh.S, 3, sh.NH, DH).permute(1, 2, 0, 3)     # [3, NH, S, Dh]
+                kv = qkv.view(sh.B, sh.S, 3, sh.NH, DH).permute(2, 0, 3, 1, 4)   # [3, B, NH, S, Dh]
                 q, k, v = kv[0], kv[1], kv[2]
             else:
                 c3[sh.Sp] = qkv
@@ -650,8 +660,11 @@ class Attention:
                 k = kv[:, :, 1].permute(1, 2, 0, 3)
                 v = kv[:, :, 2].permute(1, 2, 0, 3)
                 q = qkv.view(sh.B, 3, sh.NH, DH)[:, 0].unsqueeze(2)
-            if sdpa:
-                t = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=sh.causal)
+            if sdpa and only is not None:
+                with only():
+                    t = attend(q, k, v)
+            elif sdpa:
+                t = attend(q, k, v)
             else:
                 s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(DH))
                 if sh.causal:
@@ -673,6 +686,51 @@ class Attention:
         flops = 2 * sh.M * sh.H * 3 * sh.D + 4 * Z * pairs * DH + 2 * sh.M * sh.D * sh.H
         byts = 2 * (4 * sh.D * sh.H + sh.M * sh.H * 2 + 2 * sh.B * sh.L * sh.D + 4 * Z * pairs + 2 * sh.M * sh.D)
         return flops, byts
+
+
+# The SDPA backends a user can pick (torch.nn.attention.sdpa_kernel), by the form name its rows carry:
+# each is timed, and the fastest correct one is the SDPA row. One that refuses the views of the QKV
+# GeMM's output is timed again on contiguous copies of q, k and v ("<form>+contiguous": the copies a
+# user would add).
+SDPA_BACKENDS = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
+                 "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-math": "MATH"}
+CONTIGUOUS = "+contiguous"
+
+
+def sdpa_backend(name: str):
+    """A context manager factory running SDPA on backend `name` (an SDPBackend member) alone; an
+    ImportError or AttributeError where this PyTorch has no torch.nn.attention or no such backend."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    member = getattr(SDPBackend, name)
+    return lambda: sdpa_kernel(member)
+
+
+def vendor_forms(att: "Attention", b: dict, mask, ref, ref_no_dropout):
+    """The vendor's forms of one shape, checked (baselines.VendorForms): the cuBLAS forms (the same
+    math in PyTorch: "torch-unfused", checked with the kernels' dropout mask) and the SDPA forms (each
+    backend of SDPA_BACKENDS, timed with dropout, checked without: SDPA draws its own mask; on
+    contiguous copies where the views are refused)."""
+    from cusyncgen.cuda import baselines
+    cublas = baselines.VendorForms.check({"torch-unfused": lambda: att.torch_fn(b)},
+                                         lambda name, fn: rel(att.torch_fn(b, mask=mask)(), ref))
+
+    def sdpa_makers(names, contiguous):
+        return {n + (CONTIGUOUS if contiguous else ""):
+                (lambda n=n: att.torch_fn(b, sdpa=True, backend=SDPA_BACKENDS[n], contiguous=contiguous))
+                for n in names}
+
+    def check(name, fn):
+        n = name.removesuffix(CONTIGUOUS)
+        return rel(att.torch_fn(b, sdpa=True, dropout=0.0, backend=SDPA_BACKENDS[n],
+                                contiguous=name.endswith(CONTIGUOUS))(), ref_no_dropout)
+    sdpa = baselines.VendorForms.check(sdpa_makers(SDPA_BACKENDS, False), check)
+    refused = [n for n, why in sdpa.skipped.items() if not why.startswith(("ImportError", "AttributeError"))]
+    if refused:
+        again = baselines.VendorForms.check(sdpa_makers(refused, True), check)
+        sdpa.fns.update(again.fns)
+        sdpa.errors.update(again.errors)
+        sdpa.skipped.update(again.skipped)
+    return cublas, sdpa
 
 
 def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, extra=None, sync_warp=None,
@@ -710,26 +768,21 @@ def measure_point(shape: Shape, iters: int, stream, seed: int = 0, ceil=None, ex
     b = sets[0]
     ref = att.reference(b)
     mask = keep_mask(shape.B * shape.NH, shape.S, shape.Npad, b["seed"], att.dropout)[..., : shape.L]
-    mask = mask.reshape(shape.B, shape.NH, shape.S, shape.L).half()
-    if shape.prompt:
-        mask = mask[0]
-    terr = {"cuBLAS": rel(att.torch_fn(b, mask=mask)(), ref)}
-    drop, att.dropout = att.dropout, 0.0          # SDPA has its own dropout RNG: check it without
-    terr["SDPA"] = rel(att.torch_fn(b, sdpa=True)(), att.reference(b))
+    mask = mask.reshape(shape.B, shape.NH, shape.S, shape.L).half()   # torch_fn's [B, NH, S, L] scores
+    drop, att.dropout = att.dropout, 0.0          # SDPA has its own dropout RNG: checked without
+    ref_no_dropout = att.reference(b)
     att.dropout = drop
-    for name, sdpa in (("cuBLAS", False), ("SDPA", True)):
-        fn = att.torch_fn(b, sdpa=sdpa)
-        for suffix, timer in (("", baselines.time_eager), ("+graph", baselines.graph_time)):
-            try:
-                t = timer(fn, iters)
-            except Exception as exc:  # e.g. a kernel that cannot be captured
-                print(f"{name}{suffix} failed: {exc}", file=sys.stderr)
+    for name, forms in zip(("cuBLAS", "SDPA"), vendor_forms(att, b, mask, ref, ref_no_dropout)):
+        baselines.time_forms(forms, iters)
+        for suffix in ("", "+graph"):
+            r = forms.row(suffix, TOL_E2E)
+            if r is None:
+                print(f"{name}{suffix}: no form ran ({forms.skipped})", file=sys.stderr)
                 continue
             # SDPA (PyTorch's fused attention, not the same kernels' math) goes beside the table
             (rows if name == "cuBLAS" else extra).append(
-                {"model": shape.label, "M": shape.size, "config": name + suffix, "time_us": round(t, 2),
-                 "speedup_vs_streamsync": round(base / t, 4), "correct": terr[name] < TOL_E2E,
-                 "rel_err": terr[name], "B": shape.B, "S": shape.S, "Sp": shape.Sp})
+                {"model": shape.label, "M": shape.size, "config": name + suffix, **r,
+                 "speedup_vs_streamsync": round(base / r["time_us"], 4), "B": shape.B, "S": shape.S, "Sp": shape.Sp})
     if ceil:
         flops, byts = att.flops_bytes()
         floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
@@ -766,7 +819,8 @@ def bench(models=None, sizes=None, iters: int = 30, sync_warp: bool | None = Non
         print(f"[{i + 1}/{len(shapes)}] {sh.label} M={sh.size}: StreamSync {point[0]['time_us']:.1f} us, "
               f"PDL {tb.get('PDL', 0):.1f}, best {best['config'] if best else None} "
               f"{best['time_us'] if best else 0:.1f} us ({best['speedup_vs_streamsync'] if best else 0:.3f}x), "
-              f"cuBLAS+graph {tb.get('cuBLAS+graph', 0):.1f}, SDPA+graph {tb.get('SDPA+graph', 0):.1f}, "
+              f"cuBLAS+graph {tb.get('cuBLAS+graph', 0):.1f}, SDPA+graph {tb.get('SDPA+graph', 0):.1f} "
+              f"({next((r['vendor_form'] for r in sdpa[-2:] if r['config'] == 'SDPA+graph'), '-')}), "
               f"all correct {all(r['correct'] for r in point)} [{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
         timing.save_partial("attention", rows, sdpa=sdpa)
         cupy.get_default_memory_pool().free_all_blocks()

@@ -424,20 +424,33 @@ def rel_err(ys, refs) -> float:
 TOL = 1e-2
 
 
-def torch_chain(chain: ConvChain, x, ws, bs):
-    """cuDNN through PyTorch: channels_last fp16 conv2d + bias + ReLU, chained."""
-    import torch
-    import torch.nn.functional as F
+def vendor_forms(x, ws, bs) -> dict:
+    """cuDNN through PyTorch: fp16 conv2d + bias + ReLU, chained, in the forms a user would write:
+    {form: a maker returning a callable that returns the last output} (baselines.VendorForms). The
+    chain's NHWC memory as channels_last tensors ("cudnn-channels-last": the kernels' own layout, no
+    copy) or converted once, outside any timing, to contiguous NCHW ("cudnn-contiguous"); each also
+    with cuDNN's fused convolution + bias + ReLU (torch.cudnn_convolution_relu,
+    "cudnn-conv-relu-channels-last"/"-contiguous"; skipped where this PyTorch lacks it)."""
     tx = torch.from_dlpack(x).permute(0, 3, 1, 2)          # NCHW view of NHWC memory: channels_last
     tws = [torch.from_dlpack(w).permute(0, 3, 1, 2) for w in ws]
     tbs = [torch.from_dlpack(b) for b in bs]
 
-    def fn():
-        h = tx
-        for w, b in zip(tws, tbs):
-            h = torch.relu(F.conv2d(h, w, b, padding=1))
-        return h
-    return fn
+    def form(contiguous: bool, fused: bool):
+        def make():
+            conv_relu = torch.cudnn_convolution_relu if fused else None   # an AttributeError: skipped
+            h0 = tx.contiguous() if contiguous else tx
+            weights = [w.contiguous() for w in tws] if contiguous else tws
+
+            def fn():
+                h = h0
+                for w, b in zip(weights, tbs):
+                    h = (conv_relu(h, w, b, (1, 1), (1, 1), (1, 1), 1) if fused
+                         else torch.relu(torch.nn.functional.conv2d(h, w, b, padding=1)))
+                return h
+            return fn
+        return make
+    return {f"cudnn-{'conv-relu-' if fused else ''}{'contiguous' if contiguous else 'channels-last'}": form(contiguous, fused)
+            for fused in (False, True) for contiguous in (False, True)}
 
 
 def _time_chain(chain: ConvChain, cfgs, suffix: str, sets, outs, refs, stream, iters: int) -> list[dict]:
@@ -487,17 +500,22 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
     for r in rows:
         r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
     torch.backends.cudnn.benchmark = True
-    fn = torch_chain(chain, x, ws, bs)
-    terr = rel_err([cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:])
-    for cname, t in (("cuDNN", baselines.time_eager(fn, iters)), ("cuDNN+graph", baselines.graph_time(fn, iters))):
-        rows.append({"model": chain.label, "M": batch, "config": cname, "time_us": round(t, 2),
-                     "speedup_vs_streamsync": round(base / t, 4), "correct": terr < TOL, "rel_err": terr})
+    forms = baselines.VendorForms.check(vendor_forms(x, ws, bs), lambda name, fn: rel_err(
+        [cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:]))
+    baselines.time_forms(forms, iters)
+    for cname, suffix in (("cuDNN", ""), ("cuDNN+graph", "+graph")):
+        r = forms.row(suffix, TOL)
+        if r is None:
+            raise RuntimeError(f"{chain.label} batch={batch}: no cuDNN form ran ({forms.skipped})")
+        rows.append({"model": chain.label, "M": batch, "config": cname, **r,
+                     "speedup_vs_streamsync": round(base / r["time_us"], 4)})
     return rows
 
 
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True, sync_warp: bool | None = None,
           spread: bool | None = None, tiles: str | None = None) -> dict:
-    """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph).
+    """Every (model, layer, batch): StreamSync, PDL, each policy x ordering x R, cuDNN (eager, graph:
+    each the fastest correct of the forms of vendor_forms).
     tiles: a Tiles label for every chain instead of each layer's default (the tuner's other shape)."""
     tiles_obj = Tiles.parse(tiles) if tiles else None
     if isinstance(models, str):
@@ -523,7 +541,8 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True, sync_
                       f"fastest {fastest['config']} {fastest['time_us']:.1f} us")
             print(f"[{i + 1}/{len(work)}] {m}-{layer} B={b}: StreamSync {point[0]['time_us']:.1f} us, "
                   + (f"best {best['config']} {best['time_us']:.1f} us ({best['speedup_vs_streamsync']:.3f}x)" if best else "no correct policy")
-                  + sk + f", cuDNN+graph {cud['time_us']:.1f} us, all correct: {all(r['correct'] for r in point)} "
+                  + sk + f", cuDNN+graph {cud['time_us']:.1f} us ({cud['vendor_form']}), all correct: "
+                  f"{all(r['correct'] for r in point)} "
                   f"[{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
         cupy.get_default_memory_pool().free_all_blocks()
     return {"device": driver.device_name(), "workload": "conv2d", "vendor": "cuDNN", "rows": rows}

@@ -439,7 +439,7 @@ class MLP:
             a, b = y16[:, :F], y16[:, F:]
             h = a / (1 + cupy.exp(-a)) * b
         else:
-            h = 0.5 * y * (1 + cupy.tanh(0.7978845608028654 * (y + 0.044715 * y ** 3)))
+            h = gelu_tanh(y, cupy)
         h = h.astype(cupy.float16).astype(cupy.float32)
         return h @ w2.astype(cupy.float32).T
 
@@ -449,6 +449,19 @@ class MLP:
         return driver.resident_at_once([(self.grid1[0] * self.grid1[1], driver.max_active_blocks(k1)),
                                         (self.grid2[0] * self.grid2[1],
                                          1 if self.spread_smem else driver.max_active_blocks(k2))])
+
+
+# The GeLU of GPT-3's MLP: the tanh approximation, in the kernels (EpiGeluTanh), the reference
+# (gelu_tanh) and every vendor form (torch's approximate="tanh"; cuBLASLt's GELU epilogue, which
+# torch._addmm_activation uses, is the tanh approximation too, as is its unfused fallback). The erf
+# GeLU differs from it by less than the tolerance (TOL), which could not tell them apart: the forms
+# are checked against the reference's GeLU in tests/test_vendor_forms.py.
+GELU_APPROXIMATE = "tanh"
+
+
+def gelu_tanh(y, xp):
+    """GeLU, tanh approximation, with the array module xp (cupy, numpy)."""
+    return 0.5 * y * (1 + xp.tanh(0.7978845608028654 * (y + 0.044715 * y ** 3)))
 
 
 def split_interleaved(y, F: int):
@@ -555,8 +568,8 @@ def _measure(mlp, iters, stream, seed, configs):
 
 
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
-    """Every model and M: StreamSync, PDL, each policy x ordering x R x T, cuBLAS (eager, graph),
-    the roofline floor, and the first GeMM alone against cuBLAS at the largest M."""
+    """Every model and M: StreamSync, PDL, each policy x ordering x R x T, cuBLAS (eager, graph: each
+    the fastest correct vendor form, vendor_forms), the roofline floor, and the first GeMM alone against cuBLAS at the largest M."""
     from cusyncgen.cuda import baselines
 
     models = models.split(",") if isinstance(models, str) else list(models or MODELS)
@@ -584,38 +597,80 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     return {"device": dev, "workload": "mlp", "vendor": "cuBLAS", "ceilings": ceil, "rows": rows, "gemm": gemm_rows}
 
 
-def vendor_mlp(m: Model, bufs):
-    """The MLP as a user writes it in PyTorch (cuBLAS GeMMs and the activation), on the given CuPy
-    operands (x, w1, w2): a callable returning the output."""
+def swiglu_weights(m: Model, w1):
+    """The gate and up weights of a SwiGLU model as a user keeps them: one contiguous [2F, H]
+    tensor, the gate's F rows then the up's (a torch tensor made once, outside any timing), from the
+    kernels' first weight (llama-ep's interleaved by LLAMA_EP_BLOCK rows; llama's already [W1|V])."""
+    F = m.K2
+    if not m.swiglu_epilogue:
+        return w1.contiguous()
+    blk = LLAMA_EP_BLOCK
+    w4 = w1.reshape(F // blk, 2, blk, w1.shape[1])
+    return torch.cat([w4[:, 0].reshape(F, w1.shape[1]), w4[:, 1].reshape(F, w1.shape[1])]).contiguous()
+
+
+def vendor_forms(m: Model, bufs) -> dict:
+    """The forms of the MLP a user writes in PyTorch (cuBLAS GeMMs and the activation), on the given
+    CuPy operands (x, w1, w2): {form: a maker returning a callable that returns the output}
+    (baselines.VendorForms). A maker raises where this PyTorch lacks the form's API: that form is
+    skipped.
+
+    GPT-3: "torch-unfused" (the GeMM, F.gelu, the GeMM) and "cublaslt-gelu" (the first GeMM with
+    cuBLASLt's fused GeLU epilogue through torch._addmm_activation, which wants a bias: a zero one;
+    at M = 1 torch takes its unfused fallback, a GeMM then gelu_, the same math). SwiGLU models
+    (llama, llama-ep): the gate and up weights kept apart ("separate": two GeMMs) or concatenated
+    contiguously ("concat-chunk": one GeMM, its output chunked), never strided views of an
+    interleaved weight."""
     tx, tw1, tw2 = (torch.from_dlpack(a) for a in bufs)
     F = m.K2
+    gelu = lambda y: torch.nn.functional.gelu(y, approximate=GELU_APPROXIMATE)
+    silu = lambda y: torch.nn.functional.silu(y)
+    if not (m.swiglu or m.swiglu_epilogue):
+        def unfused():
+            return lambda: gelu(tx @ tw1.T) @ tw2.T
 
-    def torch_mlp():
-        yy = tx @ tw1.T
-        if m.swiglu_epilogue:
-            g, u = split_interleaved(yy, F)
-            h = torch.nn.functional.silu(g) * u
-        elif m.swiglu:
-            h = torch.nn.functional.silu(yy[:, :F]) * yy[:, F:]
-        else:
-            h = torch.nn.functional.gelu(yy, approximate="tanh")
-        return h @ tw2.T
+        def cublaslt():
+            addmm_act = torch._addmm_activation   # an AttributeError where this PyTorch lacks it: skipped
+            zero = torch.zeros(tw1.shape[0], dtype=tw1.dtype, device=tw1.device)
+            return lambda: addmm_act(zero, tx, tw1.T, use_gelu=True) @ tw2.T
+        return {"torch-unfused": unfused, "cublaslt-gelu": cublaslt}
 
-    return torch_mlp
+    def separate():
+        wgu = swiglu_weights(m, tw1)
+        wg, wu = wgu[:F], wgu[F:]   # contiguous halves, as two weights of their own
+        return lambda: (silu(tx @ wg.T) * (tx @ wu.T)) @ tw2.T
+
+    def concat_chunk():
+        wgu = swiglu_weights(m, tw1)
+
+        def fn():
+            g, u = (tx @ wgu.T).chunk(2, dim=-1)
+            return (silu(g) * u) @ tw2.T
+        return fn
+    return {"separate": separate, "concat-chunk": concat_chunk}
+
+
+def check_vendor_forms(m: Model, bufs, ref):
+    """Every vendor form of the MLP made and checked against the float32 reference (baselines.VendorForms)."""
+    from cusyncgen.cuda import baselines
+    return baselines.VendorForms.check(vendor_forms(m, bufs), lambda name, fn: rel_err(cupy.from_dlpack(fn()), ref))
 
 
 def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict) -> list[dict]:
-    """The cuBLAS (eager and in a CUDA graph, through PyTorch, on the same operands) and floor rows
-    of one (model, M): the floor is max(FLOPs/peak, bytes/bandwidth) with the ceilings measured in
-    this run. `base`: the point's StreamSync time (us), for speedup_vs_streamsync."""
+    """The cuBLAS rows (eager and in a CUDA graph, through PyTorch, on the same operands: each the
+    fastest correct of the vendor forms, named in "vendor_form") and the floor row of one (model,
+    M): the floor is max(FLOPs/peak, bytes/bandwidth) with the ceilings measured in this run.
+    `base`: the point's StreamSync time (us), for speedup_vs_streamsync."""
     from cusyncgen.cuda import baselines
 
-    torch_mlp = vendor_mlp(m, bufs)
-    terr = rel_err(cupy.from_dlpack(torch_mlp()), ref)
+    forms = baselines.time_forms(check_vendor_forms(m, bufs, ref), iters)
     rows = []
-    for name, t in (("cuBLAS", baselines.time_eager(torch_mlp, iters)), ("cuBLAS+graph", baselines.graph_time(torch_mlp, iters))):
-        rows.append({"model": m.name, "M": M, "config": name, "time_us": round(t, 2),
-                     "speedup_vs_streamsync": round(base / t, 4), "correct": terr < TOL, "rel_err": terr})
+    for name, suffix in (("cuBLAS", ""), ("cuBLAS+graph", "+graph")):
+        r = forms.row(suffix, TOL)
+        if r is None:
+            raise RuntimeError(f"{m.name} M={M}: no vendor form ran ({forms.skipped})")
+        rows.append({"model": m.name, "M": M, "config": name, **r,
+                     "speedup_vs_streamsync": round(base / r["time_us"], 4)})
     flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
     byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
     floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6

@@ -470,7 +470,8 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     """Every model and M: each GeMM alone (best tile) against cuBLAS; then on every tile config the
     model can use, and on the pair of tile configs the GeMMs alone ran fastest on (per_gemm_tiles),
     in each order of orders_for(M), StreamSync, PDL alone, each policy +PDL and +Chain (with split-K
-    where it applies); cuBLAS (eager, graph) and the floor. Every row has "kernel": "sm90"."""
+    where it applies); cuBLAS (eager, graph: each the fastest correct vendor form, sm80.vendor_forms)
+    and the floor. Every row has "kernel": "sm90"."""
     from cusyncgen.cuda import baselines, driver, sm90
     from cusyncgen.cuda.lazy import cupy
 
@@ -508,10 +509,12 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
         rows += [dict(r, kernel="sm90") for r in vendor]
         if progress:
             best = min((r for r in point if r["correct"]), key=lambda r: r["time_us"], default=None)
-            cb = next(r["time_us"] for r in vendor if r["config"] == "cuBLAS+graph")
+            cb = next(r for r in vendor if r["config"] == "cuBLAS+graph")
             print(f"[{i + 1}/{len(work)}] {model} M={M} (sm90): StreamSync {base:.1f} us, best "
                   + (f"{best['config']} [{best['tiles']}] {best['time_us']:.1f} us ({base / best['time_us']:.3f}x; "
-                     f"cuBLAS+graph {cb:.1f} us)" if best else "NONE CORRECT") + f" [{time.time() - t0:.0f} s]",
+                     if best else "NONE CORRECT (")
+                  + f"cuBLAS+graph {cb['time_us']:.1f} us, {cb['vendor_form']} of {', '.join(cb['vendor_forms'])})"
+                  + f" [{time.time() - t0:.0f} s]",
                   file=sys.stderr, flush=True)
         del mlp, sets, keep
         cupy.get_default_memory_pool().free_all_blocks()
@@ -551,11 +554,51 @@ def choose(model: str, M: int, rows: list[dict]) -> dict:
             "candidates": len(rows)}
 
 
-# Rounds of `confirm`: a multiple of the three things it times, which take every position of the
-# round equally often (a GPU that slows down within a round -- clocks under a power limit at large M
-# -- would otherwise favour whatever runs first: the same configuration timed first and second once
-# read 1809 against 1953 us at GPT-3 M = 4096 on an H100).
+# Rounds of `confirm`, at least: each thing it times (the choice, the fastest stream order, each
+# vendor form) takes every position of the round equally often (confirm_rounds: a multiple of their
+# number). A GPU that slows down within a round -- clocks under a power limit at large M -- would
+# otherwise favour whatever runs first: the same configuration timed first and second once read
+# 1809 against 1953 us at GPT-3 M = 4096 on an H100.
 CONFIRM_ROUNDS = 6
+
+
+def confirm_rounds(timed: int) -> int:
+    """The rounds of a confirm timing `timed` things: the smallest multiple of `timed` that is at
+    least CONFIRM_ROUNDS."""
+    return -(-CONFIRM_ROUNDS // timed) * timed
+
+
+def rotations(keys: list, rounds: int) -> list[list]:
+    """The order of `keys` in each round: rotated by one from round to round."""
+    return [keys[r % len(keys):] + keys[:r % len(keys)] for r in range(rounds)]
+
+
+def time_in_rounds(timers: dict) -> tuple[dict, int]:
+    """{key: timer() -> us} timed in confirm_rounds(len(timers)) rounds, the order rotated from round
+    to round: ({key: the median over the rounds}, the number of rounds)."""
+    import statistics
+    keys = list(timers)
+    rounds = confirm_rounds(len(keys))
+    times: dict = {k: [] for k in keys}
+    for order in rotations(keys, rounds):
+        for k in order:
+            times[k].append(timers[k]())
+    return {k: float(statistics.median(v)) for k, v in times.items()}, rounds
+
+
+def vendor_confirmed(times: dict, forms) -> dict:
+    """confirm's vendor fields from the vendor forms' times in the rounds ({form: us}) and their
+    check (baselines.VendorForms): the fastest correct form's time ("vendor_us"), its name
+    ("vendor_form"), every form's time ("vendor_forms"), the skipped ("vendor_skipped")."""
+    from cusyncgen.cuda import baselines
+    best = baselines.fastest_form(times, forms.errors, TOL)
+    if best is None:
+        raise CusyncError(f"no vendor form ran ({forms.skipped})", None)
+    out = {"vendor_us": round(times[best], 2), "vendor_form": best,
+           "vendor_forms": {f: round(t, 2) for f, t in sorted(times.items())}, "vendor_rel_err": forms.errors[best]}
+    if forms.skipped:
+        out["vendor_skipped"] = dict(sorted(forms.skipped.items()))
+    return out
 
 
 def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90":
@@ -566,11 +609,13 @@ def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90":
 
 def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
     """The choice re-measured: the chosen configuration, the fastest stream order and cuBLAS + CUDA
-    graph (what a user would pick instead) on fresh random inputs, outputs checked against the
-    float32 reference first, then timed in CONFIRM_ROUNDS rounds (one CUDA-graph median each, the
-    order rotated from round to round; the median over the rounds). Where the choice is the fastest
-    stream order itself, it is timed once and stands for both. The fastest of many noisy candidates
-    is biased low; these times are not: they are the ratios to quote."""
+    graph (what a user would pick instead: every vendor form, sm80.vendor_forms, each in a graph of
+    its own) on fresh random inputs, outputs checked against the float32 reference first, then timed
+    in confirm_rounds rounds (one CUDA-graph median each, the order rotated from round to round; the
+    median over the rounds). The vendor is its fastest correct form ("vendor_us", named in
+    "vendor_form"; every form's time in "vendor_forms"). Where the choice is the fastest stream order
+    itself, it is timed once and stands for both. The fastest of many noisy candidates is biased
+    low; these times are not: they are the ratios to quote."""
     from cusyncgen.cuda import baselines, timing
     from cusyncgen.cuda.lazy import cupy
 
@@ -594,24 +639,32 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
             mlp.check_stages()
             errs[k] = rel_err(z, ref)
             graphs[k] = timing.capture(lambda s, mlp=mlp, cfg=cfg, y=y, z=z: mlp.run(s, cfg, x, w1, w2, y, z), stream)
-    vendor = sm80.vendor_mlp(mine.model, (x, w1, w2))
-    errs["vendor"] = rel_err(cupy.from_dlpack(vendor()), ref)
-    vg = baselines.graph_of(vendor)
-    keys = list(graphs) + ["vendor"]
-    times: dict = {k: [] for k in keys}
-    for r in range(CONFIRM_ROUNDS):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-            if k == "vendor":
-                stream.synchronize()
-                times[k].append(baselines.replay_time(vg, iters))
-            else:
-                with stream:
-                    times[k].append(timing.median(timing.time_graphs([graphs[k]], stream, iters=iters)))
-    out = {f"{k}_us": round(timing.median(v), 2) for k, v in times.items()}
+    stream.synchronize()
+    forms = sm80.check_vendor_forms(mine.model, (x, w1, w2), ref)
+    vgraphs = {}
+    for name, fn in forms.fns.items():
+        try:
+            vgraphs[name] = baselines.graph_of(fn)
+        except Exception as exc:   # a form that cannot be captured is skipped, as in bench
+            forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
+    timers = {}
+    for k, g in graphs.items():
+        def ours(g=g):
+            with stream:
+                return timing.median(timing.time_graphs([g], stream, iters=iters))
+        timers[k] = ours
+    for name, g in vgraphs.items():
+        def vendor(g=g):
+            stream.synchronize()
+            return baselines.replay_time(g, iters)
+        timers[("vendor", name)] = vendor
+    times, rounds = time_in_rounds(timers)
+    out = {f"{k}_us": round(t, 2) for k, t in times.items() if not isinstance(k, tuple)}
+    out.update(vendor_confirmed({k[1]: t for k, t in times.items() if isinstance(k, tuple)}, forms))
+    errs["vendor"] = out.pop("vendor_rel_err")
     if same:
         out["stream_us"] = out["ours_us"]
-    out.update(rounds=CONFIRM_ROUNDS, correct=all(e < TOL for e in errs.values()),
-               rel_err=max(errs.values()))
+    out.update(rounds=rounds, correct=all(e < TOL for e in errs.values()), rel_err=max(errs.values()))
     return out
 
 
@@ -632,6 +685,14 @@ def settle(choice: dict, confirmed: dict) -> dict:
     return out
 
 
+def confirm_key(model: str, M: int, choice: dict, runtime: str, forms: bool = True) -> str:
+    """The tune cache's key of a choice's re-measurement: "model|M|confirm:<config>:<tiles>:vendor-forms|
+    runtime" (every vendor form timed); forms=False: the key of one from before the vendor forms were
+    compared (one unnamed cuBLAS form), which a live tune measures again and a report from the cache
+    still reads."""
+    return f"{model}|{M}|confirm:{choice['config']}:{choice['tiles']}{':vendor-forms' if forms else ''}|{runtime}"
+
+
 def library_digest() -> str:
     """What a tune cache entry was measured with: the library's cache folder (lib-<hash of its
     sources and flags>) or, for CUSYNC_SM90_LIB, the file's name and size."""
@@ -645,7 +706,7 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
     every tile config in the orders of orders_for(M), and the pair of tile configs the GeMMs alone
     ran fastest on, measured first and cached as model|M|gemm|library) of every (model, M), choose
     per size, and re-measure the choice against the fastest stream order and cuBLAS + graph
-    (confirm; cached as model|M|confirm:<config>:<tiles>|library). device: report from the cache of
+    (confirm, every vendor form; cached under confirm_key). device: report from the cache of
     that device without a GPU."""
     import json
     from pathlib import Path
@@ -696,11 +757,13 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                 rows += [dict(r) for r in entries[key]["rows"]]
             rebase(rows)
             c = choose(model, M, rows)
-            ckey = f"{model}|{M}|confirm:{c['config']}:{c['tiles']}|{runtime}"
+            ckey = confirm_key(model, M, c, runtime)
             if ckey not in entries and device is None:
                 entries[ckey] = {"confirm": confirm(model, M, c, iters, seed=M + 1)}
                 files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                 cupy.get_default_memory_pool().free_all_blocks()
+            if ckey not in entries and device is not None:
+                ckey = confirm_key(model, M, c, runtime, forms=False)   # an older cache's: a report only
             if ckey in entries:
                 c = settle(c, entries[ckey]["confirm"])
             choices.append(c)
