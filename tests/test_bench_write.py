@@ -27,3 +27,11 @@ def test_no_table_for_a_workload_without_a_vendor(tmp_path):
            "rows": [{"config": "StreamSync", "time_us": 1.0, "overhead_vs_streamsync": 0.0, "correct": True}]}
     paths = bench.write(res, tmp_path, "overhead-test", table=False)
     assert [p.name for p in paths] == ["overhead-test.json"]
+
+
+def test_the_markdown_names_the_command_of_the_json():
+    res = dict(_attention_like(), command=bench.command_line("cusyncgen bench", ["attention", "-o", "out dir"]))
+    assert res["command"] == "cusyncgen bench attention -o 'out dir'"
+    lines = bench.markdown(res).splitlines()
+    assert lines[2] == "Written by `cusyncgen bench attention -o 'out dir'`."
+    assert "Written by" not in bench.markdown(_attention_like())

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cusyncgen.cuda import build
-from cusyncgen.cuda.bench import slug
+from cusyncgen.cuda.bench import command_line, command_note, slug
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads.base import SPLIT_K
 from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, default_tiles, tile_candidates
@@ -381,7 +381,7 @@ def confirm_table(cs: list) -> list:
 
 def report(result: dict) -> str:
     fixed = all(c["tile_cfg"] is None for c in result["choices"])
-    lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""]
+    lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""] + command_note(result)
     if fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
                   f"{result['workload']}` measured (one or more runs: sync warps auto/on, spread on/off, the "
@@ -619,6 +619,7 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
                     help="where the report, dispatch table and tune cache go (default: the current directory)")
     args = ap.parse_args(argv)
+    command = command_line("cusyncgen tune", argv)
     if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
         ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
     cls = get(args.workload, args.kernel) if args.kernel else tunable[args.workload]
@@ -647,7 +648,7 @@ def main(argv=None) -> int:
         except (CusyncError, ValueError) as exc:
             print(f"cusyncgen tune: error: {getattr(exc, 'message', exc)}", file=sys.stderr)
             return 1
-        return _write(res, args.out_dir, slug(res["device"]))
+        return _write({"command": command, **res}, args.out_dir, slug(res["device"]))
     if args.from_cache is not None:
         if cls.tune_mode != "measure":
             ap.error(f"--from-cache is for {', '.join(measured)} ({cls.name}: --from-json)")
@@ -669,7 +670,7 @@ def main(argv=None) -> int:
         except (ValueError, KeyError, StopIteration) as exc:
             print(f"cusyncgen tune: error: {args.from_cache}: {exc}", file=sys.stderr)
             return 1
-        return _write(res, args.out_dir, slug(device))
+        return _write({"command": command, **res}, args.out_dir, slug(device))
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
@@ -689,7 +690,7 @@ def main(argv=None) -> int:
     except CusyncError as exc:
         print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
         return 1
-    return _write(res, args.out_dir, dev)
+    return _write({"command": command, **res}, args.out_dir, dev)
 
 
 def kernel_suffix(kernel: str) -> str:
