@@ -16,8 +16,9 @@
 
 Writes ``DIR/sanitize-<device>.log`` (its first line the command; one line per tool: the tool's
 summary line, variants ok / failed; then the racecheck reports grouped by kind) and each tool's
-whole output under ``DIR/sanitize-raw/``. Exit status 1 if a tool found an error other than the
-racecheck hazards docs/sm90.md explains, a variant failed or a tool ran out of time.
+whole output under ``DIR/sanitize-raw/``. Exit status 1 if memcheck or synccheck found an error, a
+variant failed or a tool ran out of time; racecheck's hazards are listed by kind, not failed on
+(docs/sm90.md explains the block-scope release/acquire pairs it reports: compare the kinds).
 """
 from __future__ import annotations
 

@@ -262,7 +262,7 @@ def check_all(a, log: Log) -> list[str]:
                     if failed(label, M, v, e):
                         return failures
         runners.clear()
-        del buf
+        buf = None  # the next model's buffers replace these
         torch.cuda.empty_cache()
     return failures
 
