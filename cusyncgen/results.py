@@ -1,8 +1,8 @@
 """docs/results.md from the benchmark JSON: ``python -m cusyncgen.results [-o FILE] [--check] [DIR]``.
 
 Reads every ``<workload>-<device>[-<variant>].json`` (bench runs: ``rows``) and
-``tune-<workload>-<device>[-<variant>].json`` (tune runs: ``choices``) in DIR (default
-``benchmarks/results``) and writes one markdown page: a summary table per workload, then per run
+``tune-<workload>-<device>[-<variant>].json`` (tune runs: ``choices``) in DIR and the folders
+under it (default ``benchmarks/results``, one folder per device) and writes one markdown page: a summary table per workload, then per run
 and per model a table of stream order, PDL alone, the best synchronized configuration on the same
 kernels, the vendor library in a CUDA graph and the roofline floor, linking each run's own
 markdown. Every number is a value of the JSON or a ratio/geometric mean of such values; nothing is
@@ -113,7 +113,7 @@ def _load(path: Path) -> Run | None:
 def load_runs(results: Path) -> list[Run]:
     if not results.is_dir():
         raise CusyncError(f"{results}: no such directory of results")
-    runs = [r for p in sorted(results.glob("*.json")) if (r := _load(p)) is not None]
+    runs = [r for p in sorted(results.rglob("*.json")) if (r := _load(p)) is not None]
     order = {w: i for i, w in enumerate(WORKLOADS)}
     # default run first, then variants by name; devices by name
     runs.sort(key=lambda r: (r.tune, order.get(r.workload, len(order)), r.workload, r.device,
@@ -557,7 +557,7 @@ def main(argv=None, prog: str = "python -m cusyncgen.results") -> int:
     ap = argparse.ArgumentParser(prog=prog,
                                  description="Write docs/results.md from the benchmark JSON.")
     ap.add_argument("results", nargs="?", type=Path, default=Path("benchmarks/results"),
-                    help="directory of the bench and tune JSON (default: benchmarks/results)")
+                    help="directory of the bench and tune JSON, read with its folders (default: benchmarks/results)")
     ap.add_argument("-o", "--output", type=Path, default=None,
                     help="write the page here (default: stdout); links are relative to its folder")
     ap.add_argument("--check", action="store_true",

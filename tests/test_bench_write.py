@@ -36,3 +36,11 @@ def test_the_markdown_names_the_vendors_form():
             r["vendor_form"] = "torch-unfused"
     assert "| 92.0 (torch-unfused) | 90.0 (torch-unfused) | 80.0 | yes |" in bench.markdown(res)
     assert "| 92.0 | 90.0 | 80.0 | yes |" in bench.markdown(_attention_like())   # a run without forms
+
+
+def test_the_markdown_names_the_command_of_the_json():
+    res = dict(_attention_like(), command=bench.command_line("cusyncgen bench", ["attention", "-o", "out dir"]))
+    assert res["command"] == "cusyncgen bench attention -o 'out dir'"
+    lines = bench.markdown(res).splitlines()
+    assert lines[2] == "Written by `cusyncgen bench attention -o 'out dir'`."
+    assert "Written by" not in bench.markdown(_attention_like())

@@ -217,8 +217,13 @@ def test_tune_from_json_names_what_is_wrong_with_a_row(tmp_path, capsys, workloa
     assert not (tmp_path / "out").exists()
 
 
+# tune caches as `tune mlp` writes them: the H200's (sm80) and a trimmed sm90 one (GPT-3, M = 1)
+CACHES = {"tune-cache-nvidia-h200.json": RESULTS / "nvidia-h200" / "tune-cache-nvidia-h200.json",
+          "tune-cache-nvidia-h100-80gb-hbm3-sm90.json": ROOT / "tests" / "data" / "tune-cache-sm90-gpt3-m1.json"}
+
+
 def _cache(name: str, edit) -> dict:
-    cache = json.loads((RESULTS / name).read_text())
+    cache = json.loads(CACHES[name].read_text())
     for entries in cache.values():
         for entry in entries.values():
             edit(entry)
@@ -263,7 +268,7 @@ def test_tune_out_dir_must_be_a_directory_one_can_write(tmp_path, capsys):
 
 def test_tune_never_writes_over_its_input(tmp_path, capsys):
     cache = tmp_path / "tune-mlp-nvidia-h200.json"   # a cache named like the report it would write
-    cache.write_bytes((RESULTS / "tune-cache-nvidia-h200.json").read_bytes())
+    cache.write_bytes(CACHES["tune-cache-nvidia-h200.json"].read_bytes())
     before = tree(tmp_path)
     rc = tune.main(["mlp", "--from-cache", str(cache), "-o", str(tmp_path)])
     assert rc == 1 and "would replace the input" in one_error_line(capsys.readouterr().err, "cusyncgen tune")
@@ -289,7 +294,7 @@ def test_results_is_a_subcommand_and_a_module(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cusyncgen.results", str(RESULTS)], env=env, text=True,
                        capture_output=True, timeout=120)
     assert r.returncode == 0 and r.stdout == out
-    rc, out, err = run(["results", str(RESULTS), "-o", str(RESULTS / "mlp-nvidia-h200.json")])
+    rc, out, err = run(["results", str(RESULTS), "-o", str(RESULTS / "nvidia-h200" / "mlp-nvidia-h200.json")])
     assert rc == 1 and "would replace the input" in one_error_line(err, "cusyncgen results")
 
 

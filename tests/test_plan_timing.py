@@ -12,7 +12,7 @@ from cusyncgen.plan.paper import mlp_spec, reproduce_table4
 from cusyncgen.plan.simulate import skew_factor
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / "benchmarks" / "results" / "tune-cache-nvidia-h200.json"
+CACHE = ROOT / "benchmarks" / "results" / "nvidia-h200" / "tune-cache-nvidia-h200.json"
 H200 = GPUS["h200"]
 
 

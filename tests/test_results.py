@@ -1,6 +1,7 @@
-"""docs/results.md is generated from benchmarks/results/*.json (cusyncgen/results.py): the committed
-page is current, its numbers are the JSON's, missing devices/workloads and sm90 rows are handled,
-and the README and docs link only to files that exist."""
+"""docs/results.md is generated from benchmarks/results/<device>/*.json (cusyncgen/results.py): the
+committed page is current, its numbers are the JSON's, missing devices/workloads and sm90 rows are
+handled, and the README and docs link only to files that exist. benchmarks/results/ holds one folder
+per device, and every result in it names the command that produced it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cusyncgen import results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+H100, H200 = RESULTS / "nvidia-h100-80gb-hbm3", RESULTS / "nvidia-h200"
 PAGE = ROOT / "docs" / "results.md"
 
 
@@ -49,7 +51,7 @@ def test_check_flag(tmp_path, capsys):
 
 
 def _default_runs():
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted(RESULTS.rglob("*.json")):
         data = json.loads(path.read_text())
         if path.stem.startswith("tune-") or "rows" not in data:
             continue
@@ -97,7 +99,7 @@ def test_point_rows_are_the_json(data):
 def test_summary_is_the_json():
     """The MLP summary line of GPT-3 on the H200: the best speed-up over the sizes, where, and at
     how many sizes the synchronized chain and cuBLAS+graph are faster, recomputed from the rows."""
-    data = json.loads((RESULTS / "mlp-nvidia-h200.json").read_text())
+    data = json.loads((H200 / "mlp-nvidia-h200.json").read_text())
     rows = [r for r in data["rows"] if r["model"] == "gpt3"]
     best = {}
     for r in rows:
@@ -125,7 +127,7 @@ def test_sm90_vendor_summary_is_the_json():
     128, the floor ratio; and several rows per configuration name (one per tile config) become the
     fastest correct one in the per-run table."""
     import math
-    data = json.loads((RESULTS / "mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    data = json.loads((H100 / "mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
     page = PAGE.read_text()
     for model in ("gpt3", "llama-ep"):
         rows = [r for r in data["rows"] if r["model"] == model]
@@ -160,11 +162,11 @@ def test_sm90_vendor_summary_is_the_json():
 
 
 def test_missing_workloads_and_devices(tmp_path):
-    shutil.copy(RESULTS / "mlp-nvidia-h200.json", tmp_path)
-    data = json.loads((RESULTS / "overhead-nvidia-h200.json").read_text())
+    shutil.copy(H200 / "mlp-nvidia-h200.json", tmp_path)
+    data = json.loads((H200 / "overhead-nvidia-h200.json").read_text())
     (tmp_path / "overhead-nvidia-h200.json").write_text(json.dumps(data))
     # a point without StreamSync or a vendor row still renders, with '-'
-    mlp = json.loads((RESULTS / "mlp-nvidia-h200.json").read_text())
+    mlp = json.loads((H200 / "mlp-nvidia-h200.json").read_text())
     dropped = ("StreamSync", "cuBLAS+graph")
     mlp["rows"] = [r for r in mlp["rows"]
                    if not (r["model"] == "gpt3" and r["M"] == 1 and r["config"] in dropped)]
@@ -181,7 +183,7 @@ def test_missing_workloads_and_devices(tmp_path):
 
 def test_kernel_field_groups_rows(tmp_path):
     """Rows with "kernel": "sm90" get their own tables and summary lines; no field means sm80."""
-    data = json.loads((RESULTS / "mlp-nvidia-h200.json").read_text())
+    data = json.loads((H200 / "mlp-nvidia-h200.json").read_text())
     ours = [r for r in data["rows"] if r["config"] not in ("cuBLAS", "cuBLAS+graph", "floor")]
     sm90 = [dict(r, kernel="sm90", time_us=r["time_us"] / 2) for r in ours if r["model"] == "gpt3"]
     data["rows"] += sm90
@@ -217,19 +219,63 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
 
 def test_result_files_name_workload_device_variant():
     """No result file carries a round of work in its name; every bench/tune JSON is named
-    <workload>-<device>[-<variant>] after the device it records."""
-    for path in RESULTS.iterdir():
+    <workload>-<device>[-<variant>] after the device it records, in the folder of that device."""
+    for path in RESULTS.rglob("*"):
         assert not re.search(r"session|round", path.name), path.name
-    for path in RESULTS.glob("*.json"):
+    for path in RESULTS.rglob("*.json"):
         data = json.loads(path.read_text())
         if "workload" in data:
             prefix = f"{data['workload']}-{results.slug(data['device'])}"
             if path.stem.startswith("tune-"):
                 prefix = "tune-" + prefix
             assert path.stem == prefix or path.stem.startswith(prefix + "-"), path.name
+            assert path.parent.name == results.slug(data["device"]), path
 
 
-DOCS = ["README.md", "docs/design.md", "docs/results.md", "tests/cuda_src/README.md"]
+def test_runs_in_device_folders_are_read(tmp_path):
+    """The results folder is read with its folders; links name the file's folder."""
+    (tmp_path / "nvidia-h200").mkdir()
+    shutil.copy(H200 / "mlp-nvidia-h200.json", tmp_path / "nvidia-h200")
+    page = results.render(tmp_path, tmp_path)
+    assert "| gpt3 | NVIDIA H200 |" in section(page, "## Summary")
+    assert "(nvidia-h200/mlp-nvidia-h200.json)" in page
+
+
+def test_every_result_names_the_command_that_produced_it():
+    """benchmarks/results/ holds one folder per device (and the compiler's scale benchmark, which
+    runs on no GPU); each result in them names its command: a JSON in its "command" (a tune cache,
+    whose format has no room for it, in benchmarks/README.md), a markdown page in a 'Written by' line
+    under its title, a log in its first line, a plot through the JSON beside it."""
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    top = sorted(p.name for p in RESULTS.iterdir() if p.is_file())
+    assert top == ["compiler-scale.json", "compiler-scale.md"], top
+    assert "benchmarks/compiler_scale.py" in " ".join((RESULTS / "compiler-scale.md").read_text().splitlines()[:4])
+    folders = [p for p in RESULTS.iterdir() if p.is_dir()]
+    assert {p.name for p in folders} >= {"nvidia-h100-80gb-hbm3", "nvidia-h200"}
+    for path in sorted(p for folder in folders for p in folder.rglob("*") if p.is_file()):
+        name = path.relative_to(RESULTS).as_posix()
+        if path.suffix == ".json":
+            data = json.loads(path.read_text())
+            if path.stem.startswith("tune-cache-"):
+                line = next((line for line in readme.splitlines() if path.name in line), "")
+                assert "`cusyncgen tune" in line, f"benchmarks/README.md does not say which command wrote {name}"
+            else:
+                assert str(data.get("command", "")).startswith(("cusyncgen ", "python ")), f"{name} has no command"
+        elif path.suffix == ".md":
+            head = path.read_text().splitlines()[:4]
+            assert any(line.startswith("Written by `") for line in head), f"{name} names no command under its title"
+        elif path.suffix == ".log":
+            first = path.read_text().splitlines()[0]
+            assert first.startswith("# ") and re.search(r"\b(bash|python3?|cusyncgen)\b", first), \
+                f"{name}: its first line names no command"
+        elif path.suffix == ".png":
+            assert "command" in json.loads(path.with_suffix(".json").read_text()), name
+        else:
+            raise AssertionError(f"{name}: not a result (a generated header or a scratch file?)")
+
+
+DOCS = ["README.md", "docs/design.md", "docs/results.md", "docs/sm90.md", "benchmarks/README.md",
+        "tests/cuda_src/README.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -241,7 +287,8 @@ def test_doc_links_resolve(doc):
         if "://" in target:
             continue
         assert (path.parent / target).exists(), f"{doc} links to missing {target}"
-    for name in re.findall(r"benchmarks/results/([\w.+-]+\.\w+)", text):
+    # (a path after '<commit>:' is one of `git show <commit>:<path>`, from the history)
+    for name in re.findall(r"(?<!:)benchmarks/results/([\w.+/-]+\.\w+)", text):
         assert (RESULTS / name).exists(), f"{doc} names missing benchmarks/results/{name}"
 
 
@@ -258,7 +305,7 @@ def test_readme_summary_rows_are_generated():
 def test_the_vendor_rows_form_is_shown_and_an_old_run_says_unnamed(tmp_path):
     """Each point's table names the form of its fastest vendor + graph row, the summaries count the
     forms over the points; a run from before the forms were compared renders, its forms 'unnamed'."""
-    data = json.loads((RESULTS / "mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    data = json.loads((H100 / "mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
     forms = {}
     for r in data["rows"]:
         if r["model"] == "gpt3" and r["config"] == "cuBLAS+graph":
@@ -285,7 +332,7 @@ def test_the_vendor_rows_form_is_shown_and_an_old_run_says_unnamed(tmp_path):
 
 
 def test_a_tune_run_names_the_vendors_form_of_its_re_measurement(tmp_path):
-    data = json.loads((RESULTS / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    data = json.loads((H100 / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
     for c in data["choices"]:
         if c["model"] == "gpt3" and c.get("confirm"):
             c["confirm"]["vendor_form"] = "cublaslt-gelu"

@@ -134,7 +134,7 @@ def test_grouped_columns_balances_a_and_b_traffic():
 
 
 def test_auto_splits_fits_the_probe_and_splits_only_a_tail():
-    # the H100 probe's best split counts (sm90-mlp-probe log): gpt3 M=1's first GeMM (48 tiles of 192
+    # the best split counts on an H100 (docs/design.md, 'Hopper: split-K tails'): gpt3 M=1's first GeMM (48 tiles of 192
     # k-tiles) 2 splits, llama-ep's (43 tiles of 128) 3; gpt3's second (96 tiles of 96) none
     assert sm90.auto_splits(48, 192) == sm90.Split(2, 0)
     assert sm90.auto_splits(43, 128) == sm90.Split(3, 0)

@@ -267,3 +267,14 @@ def test_options_of_another_workload_are_usage_errors(capsys):
     with pytest.raises(SystemExit) as exc:
         bench.main(["mlp", "--tiles", "wide"])
     assert exc.value.code == 2 and "--tiles is not an option of mlp" in capsys.readouterr().err
+
+
+def test_a_tune_result_names_the_command_that_wrote_it(tmp_path, monkeypatch):
+    bench = {"device": "Test GPU", "workload": "conv2d", "rows": [_row("L1", 1, "StreamSync", 10.0),
+                                                                 _row("L1", 1, "TileSync", 9.0)]}
+    (tmp_path / "b c.json").write_text(json.dumps(bench))
+    monkeypatch.chdir(tmp_path)
+    assert tune.main(["conv2d", "--from-json", "b c.json", "-o", "out"]) == 0
+    command = "cusyncgen tune conv2d --from-json 'b c.json' -o out"
+    assert json.loads((tmp_path / "out" / "tune-conv2d-test-gpu.json").read_text())["command"] == command
+    assert f"Written by `{command}`." in (tmp_path / "out" / "tune-conv2d-test-gpu.md").read_text().splitlines()[:3]

@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -35,12 +36,24 @@ def slug(device: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
 
 
+def command_line(prog: str, argv) -> str:
+    """The command that wrote a result, as a user would type it again: ``prog`` and the
+    arguments it was given (``argv``; None: this process's own)."""
+    return shlex.join(prog.split() + list(sys.argv[1:] if argv is None else argv))
+
+
+def command_note(result: dict) -> list[str]:
+    """The markdown line that names the command which wrote a result (none if it is not known)."""
+    return [f"Written by `{result['command']}`.", ""] if result.get("command") else []
+
+
 def markdown(result: dict) -> str:
     rows = result["rows"]
     vendor = result.get("vendor", "cuBLAS")  # the vendor library's row names: vendor, vendor+graph
     ceil = result.get("ceilings")
     kernel = f" ({result['kernel']} kernels)" if result.get("kernel", "sm80") != "sm80" else ""
-    lines = [f"# {result['workload']}{kernel}: CuSync vs StreamSync vs the vendor library on {result['device']}", "",
+    lines = [f"# {result['workload']}{kernel}: CuSync vs StreamSync vs the vendor library on {result['device']}", ""] \
+        + command_note(result) + [
              (f"Measured ceilings in this run: fp16 matmul {ceil['peak_flops'] / 1e12:.0f} TFLOP/s, "
               f"copy {ceil['bandwidth'] / 1e12:.2f} TB/s. " if ceil else "")
              + "Times: median of CUDA-graph replays, microseconds. "
@@ -201,6 +214,7 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
                     help="where the JSON, markdown and PNG go (default: the current directory)")
     args = ap.parse_args(argv)
+    command = command_line("cusyncgen bench", argv)
     if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
         ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
     onoff = {"auto": None, "on": True, "off": False}
@@ -243,6 +257,7 @@ def main(argv=None) -> int:
         return 1
     for r in res["rows"]:
         r.setdefault("kernel", cls.kernel)
+    res = {"command": command, **res}
     try:
         paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel), table=bool(cls.vendor))
     except CusyncError as exc:

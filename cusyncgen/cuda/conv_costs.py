@@ -21,6 +21,7 @@ import sys
 from cusyncgen.cuda.lazy import cupy
 
 from cusyncgen.cuda import timing
+from cusyncgen.cuda.bench import command_line
 from cusyncgen.cuda.lazy import driver
 from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config, Ordering
 from cusyncgen.workloads.conv2d import REORDER, TOL, WAIT_INPUT, ConvChain, rel_err
@@ -67,10 +68,12 @@ def measure(model: str, layer: str, batch: int, stream, iters: int = 30) -> dict
     return {"model": chain.label, "batch": batch, "policy": policy, "grid": list(chain.grid), "rows": rows}
 
 
-def markdown(results: list[dict], device: str) -> str:
-    out = [f"# What synchronization costs a Conv2D chain on {device}", "",
-           "Medians of CUDA-graph replays, µs (`python -m cusyncgen.cuda.conv_costs`); 'vs StreamSync': the "
-           "difference to StreamSync's time. 'correct': checked against the float32 reference.", ""]
+def markdown(results: list[dict], device: str, command: str = "") -> str:
+    out = [f"# What synchronization costs a Conv2D chain on {device}", ""]
+    if command:
+        out += [f"Written by `{command}`.", ""]
+    out += ["Medians of CUDA-graph replays, µs; 'vs StreamSync': the "
+            "difference to StreamSync's time. 'correct': checked against the float32 reference.", ""]
     for r in results:
         base = r["rows"][0]["time_us"]
         out += [f"## {r['model']} batch {r['batch']} ({r['policy']}, grid {r['grid'][0]} x {r['grid'][1]})", "",
@@ -90,7 +93,7 @@ def main(argv=None) -> int:
     points = POINTS if not args.points else [tuple(p.split("-")[:2]) + (int(p.split("-")[2]),) for p in args.points.split(",")]
     stream = cupy.cuda.Stream(non_blocking=True)
     results = [measure(m, layer, b, stream) for m, layer, b in points]
-    text = markdown(results, driver.device_name())
+    text = markdown(results, driver.device_name(), command_line("python -m cusyncgen.cuda.conv_costs", argv))
     if args.output:
         from cusyncgen import files
         files.write_file(args.output, text + "\n")

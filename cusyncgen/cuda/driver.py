@@ -196,7 +196,7 @@ def max_shared_carveout(kernels) -> None:
     """Ask for the largest shared-memory carveout for every kernel. Kernels launched with no
     ordering (W) must all be resident at once, and an SM whose first resident block chose a
     smaller carveout has no room for another kernel's blocks: a 4-Conv2D chain with sync warps hung
-    that way on the H200 under graph replay, and ran with this set (benchmarks/hang_probe.py)."""
+    that way on the H200 under graph replay, and ran with this set (docs/design.md, 'No ordering (W)')."""
     _init()
     attr = _cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
     for k in kernels:

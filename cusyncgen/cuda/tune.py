@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cusyncgen import files
 from cusyncgen.cuda import build
-from cusyncgen.cuda.bench import slug
+from cusyncgen.cuda.bench import command_line, command_note, slug
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads.base import SPLIT_K
 from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, default_tiles, tile_candidates
@@ -392,7 +392,7 @@ def confirm_table(cs: list) -> list:
 
 def report(result: dict) -> str:
     fixed = all(c["tile_cfg"] is None for c in result["choices"])
-    lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""]
+    lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""] + command_note(result)
     if fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
                   f"{result['workload']}` measured (one or more runs: sync warps auto/on, spread on/off, the "
@@ -693,6 +693,7 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out-dir", type=Path, default=Path("."),
                     help="where the report, dispatch table and tune cache go (default: the current directory)")
     args = ap.parse_args(argv)
+    command = command_line("cusyncgen tune", argv)
     if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
         ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
     cls = get(args.workload, args.kernel) if args.kernel else tunable[args.workload]
@@ -721,18 +722,18 @@ def main(argv=None) -> int:
     try:
         if not args.calibrate:
             files.check_directory(args.out_dir)
-        return _main(args, cls, models, sizes, check_models)
+        return _main(args, cls, models, sizes, check_models, command)
     except CusyncError as exc:
         print(f"cusyncgen tune: error: {exc.message}", file=sys.stderr)
         return 1
 
 
-def _main(args, cls, models, sizes, check_models) -> int:
+def _main(args, cls, models, sizes, check_models, command: str) -> int:
     """main() once the command line is read: every failure a CusyncError."""
     from cusyncgen.workloads import default_kernel, get
     if args.from_json is not None:
         res = choose_from_bench([load_bench(p, cls.name) for p in args.from_json])
-        return _write(res, args.out_dir, slug(res["device"]), inputs=args.from_json)
+        return _write({"command": command, **res}, args.out_dir, slug(res["device"]), inputs=args.from_json)
     if args.from_cache is not None:
         cache = load_tune_cache(args.from_cache)
         if not args.kernel:
@@ -751,7 +752,7 @@ def _main(args, cls, models, sizes, check_models) -> int:
                               "version?)", None) from None
         except (TypeError, ValueError, StopIteration) as exc:
             raise CusyncError(f"{args.from_cache}: not a tune cache this version reads ({exc})", None) from None
-        return _write(res, args.out_dir, slug(device), inputs=[args.from_cache])
+        return _write({"command": command, **res}, args.out_dir, slug(device), inputs=[args.from_cache])
     from cusyncgen.cuda import available
     ok, why = available()
     if not ok:
@@ -766,7 +767,7 @@ def _main(args, cls, models, sizes, check_models) -> int:
         res = cls.tune(models, sizes, args.iters, args.out_dir / f"tune-cache-{dev}{kernel_suffix(cls.kernel)}.json")
     else:
         res = choose_from_bench(cls.bench(models=models, sizes=sizes, iters=args.iters))
-    return _write(res, args.out_dir, dev)
+    return _write({"command": command, **res}, args.out_dir, dev)
 
 def kernel_suffix(kernel: str) -> str:
     """The file-name suffix of a kernel family's results (none for the default, sm80)."""

@@ -65,7 +65,7 @@ class Timing:
 
 
 TIMINGS: dict[str, Timing] = {
-    # H200: `cusyncgen tune mlp` on one NVIDIA H200 (benchmarks/results/tune-cache-nvidia-h200.json,
+    # H200: `cusyncgen tune mlp` on one NVIDIA H200 (benchmarks/results/nvidia-h200/tune-cache-nvidia-h200.json,
     # runtime 62a8ce3e9bbc), the default tiles of M = 1, 64, 256, 1024, 4096 of GPT-3, LLaMA and
     # LLaMA-ep (every other size of the sweep; 16, 128, 512, 2048 held out), fitted by
     # `cusyncgen tune mlp --from-cache ... --calibrate` (cusyncgen.plan.calibrate.calibrate):

@@ -289,7 +289,7 @@ class ConvChain:
         self.sync_warp_used = False
         # Auto: where it costs no occupancy or the grid still fits one wave with it (ResNet-38 and
         # VGG-19 alike). (A 4-Conv2D chain with sync warps once hung in the W ordering under graph
-        # replay: fixed by driver.max_shared_carveout below, benchmarks/hang_probe.py.)
+        # replay: fixed by driver.max_shared_carveout below; docs/design.md, 'No ordering (W)'.)
         if self.splits > 1 and self.sync_warp:
             raise ValueError("a split-K Conv2D waits in its compute threads: no sync warp (splits=1 for one)")
         if self.splits == 1 and (self.sync_warp or (self.sync_warp is None and policies)):

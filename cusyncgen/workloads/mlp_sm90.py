@@ -83,8 +83,9 @@ def fits(model: str, tile: str) -> bool:
     return fits_gemm(model, tile, 1) and fits_gemm(model, tile, 2)
 
 
-# 64-row tiles only up to this M: past it they ran at 0.3-0.67 of cuBLAS on the H100 (sm90-mlp-probe
-# log; GPT-3 at M = 512: 0.38 in the row-major order, 0.65 grouped), never the fastest.
+# 64-row tiles only up to this M: past it they ran at 0.3-0.67 of cuBLAS on the H100 (GPT-3 at
+# M = 512: 0.38 in the row-major order, 0.65 grouped), never the fastest (docs/design.md, 'Hopper:
+# the tile order').
 SMALL_TILE_MAX_M = 256
 # Below this M the GeMMs stream their weights (memory-bound) and store few tiles: the register
 # epilogue's stores are not on the critical path there (docs/sm90.md).
@@ -106,7 +107,8 @@ def default_tile(model: str, M: int) -> str:
     """The tile config of an instance made without one (the Python API before a tune): 64-row
     tiles up to M = 64, then 128x192 for GPT-3 (its widths fill the 132 SMs: docs/sm90.md) and
     128x128 for llama-ep, with the TMA-store epilogue from TMA_STORE_MIN_M on (1.095x the register
-    epilogue's speed on the GeMMs alone there, geomean: sm90-epilogue-ab logs)."""
+    epilogue's speed on the GeMMs alone there, geomean: docs/design.md, 'Hopper: the TMA-store
+    epilogue')."""
     check_model(model)
     if M <= 64:
         return "64x128x64"
@@ -207,7 +209,7 @@ class Sm90Tiles:
 # completes row blocks early, band by band, and the second either grouped (its first wave spans every
 # row: it waits for the producer's last band) or banded with the same bands (its first items read the
 # band the producer completes first). Measured on the H100: the best configuration at every M >= 256
-# used them (sm90-mlp-probe log).
+# used them (docs/design.md, 'Hopper: the tile order').
 GROUPED_MIN_M = 65      # past one 64-row tile
 GROUPED2_MIN_M = 256
 BANDED1_MIN_M = 512

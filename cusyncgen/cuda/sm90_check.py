@@ -1,0 +1,393 @@
+"""Correctness and stress of every synchronized sm90 MLP variant on a Hopper GPU, beyond what the
+GPU tests cover: every tile config (and per-GeMM tile pair), launch ordering, policy, split-K
+choice and tile order at each M, checked against the float32 reference (fresh random inputs,
+outputs poisoned with NaN); then each synchronized variant at the stress sizes: 200 launches with
+alternating inputs, each output checked on the device, 1000 back-to-back launches and 100 CUDA-graph
+replays (two inputs per replay), never a reset of the semaphores. A wait that times out (2 s) is
+reported through ``MlpRunner.check_debug``, never a hang.
+
+    python -m cusyncgen.cuda.sm90_check [--models gpt3,llama-ep] [--M 1,200,512] [--stress-M 256] [-o DIR]
+
+Prints one line per variant and exits 1 if any failed; with ``-o DIR`` the same lines go to
+``DIR/sm90-checks-<device>.log``, whose first line is the command. ``--sanitizer-target run|presatisfied``
+instead runs the small set of variants compute-sanitizer runs (``cusyncgen.cuda.sanitize``) once
+each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from cusyncgen.cuda import sm90
+from cusyncgen.cuda.bench import command_line, slug
+
+PROG = "python -m cusyncgen.cuda.sm90_check"
+# per-GeMM tile pairs (two launches, each GeMM on its own tile): a 64-row producer under 128- and
+# 256-row consumers, a 128-row one under a 256-row one, and the TMA-store epilogue on both sides
+PAIRS = ("64x128x64+128x128x64", "128x128x64+256x128x64", "64x128x64+128x256x64", "128x192x64tma+256x128x64tma",
+         "64x128x64+128x256x64tma")
+BANDED_MIN_M = 512  # below, a wave covers the first GeMM's rows: the banded order changes little
+TIMEOUT_NS = 2_000_000_000
+
+
+def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), banded1=("off", "on"), pairs=()):
+    """(config, ordering, policy, splits, grouped2, banded1) of every MLP variant at this M: each
+    config and ordering (with each policy where it synchronizes), with the second GeMM in the
+    compiler's order and in the grouped order, the first GeMM in the compiler's order, (M >=
+    BANDED_MIN_M) in the banded order (banded1 "on") and in the grouped order (banded1 "g1"), and,
+    where auto_splits splits a GeMM at this M, the same with split-K. `pairs`: "<first GeMM's
+    config>+<second's>" run as a config too, in every ordering but the chain (one kernel, one tile)."""
+    out = []
+    b1s = [{"off": False, "on": True}.get(b, b) for b in banded1 if b != "on" or M >= BANDED_MIN_M]
+    for c in list(configs) + list(pairs):
+        c1, _, c2 = c.partition("+")
+        if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c1)[1] != 128:
+            continue
+        if c2 and model.H % sm90.tile_dims(c2)[1]:
+            continue
+        splits = ["none"]
+        if sm90.has_split(sm90.mlp_splits(model.name, M, c1, "auto", c2 or None)):
+            splits.append("auto")
+        for sp in splits:
+            for b1 in b1s:
+                for g2 in grouped2:
+                    for o in orderings:
+                        if c2 and o == "chain":
+                            continue
+                        for p in ((None,) if o in ("stream", "pdl") else policies):
+                            out.append((c, o, p, sp, g2 == "on", b1))
+    return out
+
+
+def order_label(g2, b1) -> str:
+    return (" G1" if b1 == "g1" else " B1" if b1 else "") + (" G2" if g2 else "")
+
+
+def sanitizer_variants(model: str):
+    """(model, config, ordering, policy, splits, grouped2, banded1 (or "G1": the first GeMM grouped),
+    store, config2) of the compute-sanitizer runs: every ordering and policy on one tile, each GeMM on
+    its own tile, both GeMMs grouped, split-K and split-K tails, the banded producer, both ping-pong
+    configs, the pair-store epilogue, llama-ep's SwiGLU pair epilogue and the TMA-store epilogue."""
+    c, t = "128x128x64", "128x128x64tma"
+    out = [(model, c, "stream", None, "none", False, False, "quad", None),
+           (model, c, "pdl", None, "none", False, False, "quad", None)]
+    out += [(model, c, o, p, "none", False, False, "quad", None) for o in ("pdl+policy", "chain") for p in sm90.POLICIES]
+    # each GeMM on its own tile: a consumer tile waits on two producer row blocks
+    out += [(model, "64x128x64", "pdl+policy", p, "none", False, False, "pair", c) for p in sm90.POLICIES]
+    tails = ((3, 20), (2, 60))
+    out += [(model, c, "chain", "TileSync", "none", True, "G1", "pair", None),       # both GeMMs grouped
+            (model, c, "chain", "RowSync", (3, 2), False, False, "quad", None),      # split-K in the chain
+            (model, c, "pdl+policy", "TileSync", (3, 2), True, False, "quad", None),  # split-K, grouped consumer
+            (model, c, "chain", "RowSync", "none", True, True, "quad", None),        # banded producer
+            (model, c, "chain", "TileSync", tails, True, True, "pair", None),        # split-K tails
+            (model, c, "pdl+policy", "RowSync", tails, True, True, "pair", None),
+            (model, "64x128x64pp", "chain", "TileSync", "none", False, False, "quad", None),  # ping-pong
+            (model, "128x128x64pp", "chain", "RowSync", ((2, 30), 1), False, False, "pair", None),
+            (model, c, "chain", "TileSync", "none", False, False, "pair", None),     # the pair-store epilogue
+            ("llama-ep", c, "chain", "RowSync", "none", False, False, "quad", None),  # the SwiGLU pair epilogue
+            ("llama-ep", c, "stream", None, "none", False, False, "pair", None)]
+    # the TMA-store epilogue: the store warp's bulk stores and post
+    out += [(model, t, "stream", None, "none", False, False, "pair", None),
+            (model, t, "pdl+policy", "TileSync", "none", True, False, "pair", None),
+            (model, t, "chain", "RowSync", tails, True, True, "pair", None),
+            ("llama-ep", t, "chain", "TileSync", "none", False, False, "pair", None)]  # SwiGLU in registers, then TMA
+    return out
+
+
+class Log:
+    """Lines to stdout and, with a path, to a log file as they come (a run cut short keeps them)."""
+
+    def __init__(self, path: "Path | None"):
+        self.file = open(path, "w") if path else None
+
+    def __call__(self, *parts) -> None:
+        line = " ".join(str(p) for p in parts)
+        print(line, flush=True)
+        if self.file:
+            self.file.write(line + "\n")
+            self.file.flush()
+
+
+class Buffers:
+    """Inputs, weights and outputs of one model at the largest M (views per M)."""
+
+    def __init__(self, model: sm90.Model, Mmax: int, seed: int):
+        import torch
+
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        m = self.model = model
+        self.X = torch.randn(Mmax, m.H, device="cuda", generator=g).half()
+        self.X2 = torch.randn(Mmax, m.H, device="cuda", generator=g).half()  # the stress runs' other input
+        self.Xs = torch.empty_like(self.X)  # the buffer the runners read (inputs copied in)
+        self.W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
+        self.W2 = (torch.randn(m.H, m.F, device="cuda", generator=g) / m.F ** 0.5).half()
+        self.Y = torch.empty(Mmax, m.F, device="cuda", dtype=torch.half)
+        self.Z = torch.empty(Mmax, m.H, device="cuda", dtype=torch.half)
+
+    def reference(self, X):
+        return sm90.mlp_reference(self.model.name, X, self.W1, self.W2)
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _fatal(e: Exception) -> bool:
+    """An error after which the device state is lost: stop the run."""
+    return "illegal" in str(e) or "launch failure" in str(e)
+
+
+def check_all(a, log: Log) -> list[str]:
+    """The checks and the stress runs; returns the failures."""
+    import torch
+
+    lib = sm90.library()
+    configs = a.configs.split(",") if a.configs else list(lib.configs)
+    Ms = [int(v) for v in a.M.split(",") if v]
+    stress_Ms = [int(v) for v in a.stress_M.split(",") if v]
+    orderings, policies = a.orderings.split(","), a.policies.split(",")
+    g2s, b1s = a.grouped2.split(","), a.banded1.split(",")
+    pairs = [v for v in a.pairs.split(",") if v]
+    timeout_ns = int(a.timeout_ms * 1e6)
+    failures: list[str] = []
+    stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
+
+    for model_name in a.models.split(","):
+        model = sm90.MODELS[model_name]
+        buf = Buffers(model, max(Ms + stress_Ms), seed=1234)
+        runners: dict = {}
+        broken: set = set()  # variants that failed a check: not stressed
+
+        def runner(M, c, o, p, sp, g2, b1):
+            key = (M, c, o, p, sp, g2, b1)
+            if key not in runners:
+                c1, _, c2 = c.partition("+")
+                runners[key] = sm90.MlpRunner(model_name, M, o, p, c1, buf.Xs.data_ptr(), buf.W1.data_ptr(),
+                                              buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
+                                              timeout_ns=timeout_ns, splits=sp, grouped2=g2, banded1=b1 is True,
+                                              grouped1=b1 == "g1", config2=c2 or None)
+            return runners[key]
+
+        def failed(label, M, v, e) -> bool:
+            failures.append(label)
+            broken.add((M, v))
+            log(f"{label}: ERROR {e}")
+            if _fatal(e):
+                log(traceback.format_exc())
+            return _fatal(e)
+
+        for M in Ms:
+            buf.Xs[:M].copy_(buf.X[:M])
+            Yref, Zref = buf.reference(buf.Xs[:M])
+            for v in variants(configs, orderings, policies, model, M, g2s, b1s, pairs):
+                c, o, p, sp, g2, b1 = v
+                label = f"check {model_name} M={M} {c} {o} {p or ''} {sp}{order_label(g2, b1)}"
+                try:
+                    r = runner(M, *v)
+                    buf.Y.fill_(float("nan"))
+                    buf.Z.fill_(float("nan"))
+                    r.launch(stream())
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    ey, ez = sm90.rel_err(buf.Y[:M], Yref), sm90.rel_err(buf.Z[:M], Zref)
+                    ok = ey < 1e-2 and ez < 1e-2
+                    log(f"{label}: rel err Y {ey:.2e} Z {ez:.2e} {'ok' if ok else 'FAIL'}")
+                    if not ok:
+                        failures.append(label)
+                        broken.add((M, v))
+                except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
+                    if failed(label, M, v, e):
+                        return failures
+
+        for M in stress_Ms:
+            buf.Xs[:M].copy_(buf.X[:M])
+            _, Za = buf.reference(buf.X[:M])
+            _, Zb = buf.reference(buf.X2[:M])
+            scale = float(Za.pow(2).mean().sqrt())
+            for v in variants(configs, orderings, policies, model, M, g2s, b1s, pairs):
+                c, o, p, sp, g2, b1 = v
+                # the synchronized orderings (the second GeMM's order changes nothing they synchronize;
+                # the first GeMM's banded order changes when the waits are satisfied: stressed too)
+                if o not in ("pdl+policy", "chain") or g2 or (M, v) in broken:
+                    continue
+                label = f"stress {model_name} M={M} {c} {o} {p} {sp}{order_label(g2, b1)}"
+                try:
+                    r = runner(M, *v)
+                    bad = torch.zeros((), dtype=torch.int64, device="cuda")
+
+                    def step(Xsrc, Zr):
+                        buf.Xs[:M].copy_(Xsrc)
+                        buf.Y.fill_(float("nan"))
+                        r.launch(stream())
+                        d = (buf.Z[:M].float() - Zr).abs()
+                        bad.add_((~(d <= 0.03 * Zr.abs() + 0.03 * scale)).sum())
+
+                    t0 = time.time()
+                    for i in range(a.stress_alternating):
+                        step(buf.X[:M], Za) if i % 2 == 0 else step(buf.X2[:M], Zb)
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    n_alt = int(bad.item())
+                    buf.Xs[:M].copy_(buf.X[:M])
+                    buf.Z.fill_(float("nan"))
+                    for _ in range(a.stress_launches):
+                        r.launch(stream())
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    e_b2b = sm90.rel_err(buf.Z[:M], Za)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        step(buf.X[:M], Za)
+                        step(buf.X2[:M], Zb)
+                    bad.zero_()
+                    for _ in range(a.stress_replays):
+                        g.replay()
+                    torch.cuda.synchronize()
+                    r.check_debug()
+                    n_graph = int(bad.item())
+                    e_graph = sm90.rel_err(buf.Z[:M], Zb)
+                    del g
+                    ok = n_alt == 0 and n_graph == 0 and e_b2b < 1e-2 and e_graph < 1e-2
+                    log(f"{label}: alternating bad {n_alt}, {a.stress_launches} back-to-back rel err {e_b2b:.2e}, "
+                        f"{a.stress_replays} graph replays bad {n_graph} rel err {e_graph:.2e} "
+                        f"{'ok' if ok else 'FAIL'} ({time.time() - t0:.1f} s)")
+                    if not ok:
+                        failures.append(label)
+                        broken.add((M, v))
+                except Exception as e:  # noqa: BLE001
+                    if failed(label, M, v, e):
+                        return failures
+        runners.clear()
+        buf = None  # the next model's buffers replace these
+        torch.cuda.empty_cache()
+    return failures
+
+
+def sanitizer_target(a, log: Log) -> list[str]:
+    """The compute-sanitizer variants, each launched once. ``presatisfied`` (for racecheck, which
+    serializes the blocks, so that a block waiting for another block's post could starve): every
+    semaphore raised far beyond any target first, so every wait is satisfied at its first load, and
+    the GeMMs of a two-launch ordering one after the other in stream order; the chain's output is
+    then not checked (its consumer tiles may read the intermediate before the producer tiles that
+    write it ran), the other orderings' are."""
+    import torch
+
+    failures: list[str] = []
+    cases: dict = {}
+    stream = torch.cuda.current_stream().cuda_stream
+    for model, c, o, p, sp, g2, b1, st, c2 in sanitizer_variants(a.models.split(",")[0]):
+        try:
+            if model not in cases:
+                m = sm90.MODELS[model]
+                X, W1, W2, _, Zref = sm90.mlp_case(model, a.sanitizer_M, seed=7)
+                Y = torch.empty(a.sanitizer_M, m.F, device="cuda", dtype=torch.half)
+                Z = torch.empty(a.sanitizer_M, m.H, device="cuda", dtype=torch.half)
+                cases[model] = (X, W1, W2, Y, Z, Zref)
+            X, W1, W2, Y, Z, Zref = cases[model]
+            r = sm90.MlpRunner(model, a.sanitizer_M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(),
+                               Y.data_ptr(), Z.data_ptr(), timeout_ns=TIMEOUT_NS, splits=sp, grouped2=g2,
+                               banded1=b1 is True, store=st, config2=c2, grouped1=b1 == "G1")
+            name = f"{model} M={a.sanitizer_M} {r.name}"
+            if a.only and a.only not in name:
+                continue
+            Y.fill_(float("nan"))
+            Z.fill_(float("nan"))
+            checked = True
+            if a.sanitizer_target == "presatisfied":
+                if r.sems is not None:
+                    r.sems.fill_(1 << 24)  # every target (value * epoch) is far below: no wait spins
+                    checked = o != "chain"
+                for plan in r.plans:  # stream order, one GeMM at a time
+                    plan.launch(stream)
+                    torch.cuda.synchronize()
+            else:
+                r.launch(stream)
+                torch.cuda.synchronize()
+            r.check_debug()
+            if checked:
+                e = sm90.rel_err(Z, Zref)
+                if e >= 1e-2:
+                    failures.append(name)
+                log(f"variant {name}: {'ok' if e < 1e-2 else 'WRONG'} (rel err {e:.2e})")
+            else:
+                log(f"variant {name}: ran (output not checked: waits presatisfied)")
+        except Exception as e:  # noqa: BLE001 - every variant is reported
+            name = f"{model} M={a.sanitizer_M} {c} {o} {p} {sp} G2={g2} B1={b1} {st}"
+            failures.append(name)
+            log(f"variant {name}: ERROR {e}")
+            log(traceback.format_exc())
+            if _fatal(e):
+                break
+    log(f"sanitizer target: {len(failures)} variant(s) failed")
+    return failures
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="gpt3,llama-ep", help="(the sanitizer target: its first, plus llama-ep's "
+                                                              "epilogues)")
+    ap.add_argument("--M", default="1,200,512", help="sizes of the checks (200: a multiple of no tile)")
+    ap.add_argument("--configs", default=None, help="tile configs (default: every one of the library)")
+    ap.add_argument("--orderings", default=",".join(sm90.ORDERINGS))
+    ap.add_argument("--policies", default=",".join(sm90.POLICIES))
+    ap.add_argument("--grouped2", default="off,on",
+                    help="the second GeMM's order: off (the compiler's), on (grouped_order), or both")
+    ap.add_argument("--banded1", default="off,on,g1",
+                    help="the first GeMM's order: off (the compiler's), on (banded_order, at M >= 512), g1 "
+                         "(grouped_order); a list")
+    ap.add_argument("--pairs", default=",".join(PAIRS),
+                    help="per-GeMM tile configs, '<config1>+<config2>,...' ('' for none; not in the chain)")
+    ap.add_argument("--stress-M", default="256", help="sizes of the stress runs ('' to skip them)")
+    ap.add_argument("--stress-alternating", type=int, default=200)
+    ap.add_argument("--stress-launches", type=int, default=1000)
+    ap.add_argument("--stress-replays", type=int, default=100)
+    ap.add_argument("--timeout-ms", type=float, default=TIMEOUT_NS / 1e6,
+                    help="a wait longer than this gives up and is reported (0: never)")
+    ap.add_argument("--sanitizer-target", choices=["run", "presatisfied"], default=None,
+                    help="run the compute-sanitizer variants once each instead: as launched (run) or with every "
+                         "wait satisfied beforehand and in stream order (presatisfied, for racecheck)")
+    ap.add_argument("--sanitizer-M", type=int, default=128)
+    ap.add_argument("--only", default="", help="the sanitizer target: only variants whose name contains this")
+    ap.add_argument("-o", "--out-dir", type=Path, default=None,
+                    help="also write the lines to DIR/sm90-checks-<device>.log")
+    return ap
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9):
+        print(f"{PROG}: error: needs an sm_90 GPU (torch sees none)", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    device = torch.cuda.get_device_name()
+    path = None
+    if a.out_dir is not None and a.sanitizer_target is None:
+        a.out_dir.mkdir(parents=True, exist_ok=True)
+        path = a.out_dir / f"sm90-checks-{slug(device)}.log"
+    log = Log(path)
+    try:
+        lib = sm90.library()
+    except sm90.Sm90Error as e:
+        print(f"{PROG}: error: {e.message}", file=sys.stderr)
+        return 1
+    log(f"# {command_line(PROG, argv)} on {device}, library {sm90.library_path().parent.name}")
+    log(f"library configs: {', '.join(lib.configs)}; torch {torch.__version__}")
+    t0 = time.time()
+    signal.signal(signal.SIGTERM, _interrupted)  # timeout(1): report what ran so far
+    try:
+        failures = sanitizer_target(a, log) if a.sanitizer_target else check_all(a, log)
+    except KeyboardInterrupt:
+        failures = ["interrupted"]
+    log(f"{len(failures)} failure(s){': ' + '; '.join(failures[:20]) if failures else ''} ({time.time() - t0:.0f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

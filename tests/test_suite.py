@@ -1,0 +1,112 @@
+"""The benchmark suite's CPU side: benchmarks/ holds what a user runs (gpu.sh, the compiler's scale
+benchmark), every `python -m` module the scripts and docs name exists, no script edits sys.path;
+the sm90 checks' and the sanitizer's variant lists cover what they say; the sanitizer's summary reads
+compute-sanitizer's output as it prints it."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cusyncgen.cuda import sanitize, sm90, sm90_check
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = {"benchmarks/README.md", "benchmarks/gpu.sh", "benchmarks/compiler_scale.py"}
+
+
+def _tracked(prefix: str) -> list[str]:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", prefix], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def test_benchmarks_hold_the_suite_and_its_results():
+    files = _tracked("benchmarks")
+    assert {f for f in files if not f.startswith("benchmarks/results/")} == SUITE
+    for f in files:
+        if f.endswith(".py"):
+            assert "sys.path" not in (ROOT / f).read_text(), f"{f} edits sys.path: import the package instead"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_sh_parses_and_refuses_an_unknown_target():
+    subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu.sh")], check=True)
+    r = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh"), "nonsense"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("usage: bash benchmarks/gpu.sh")
+
+
+@pytest.mark.parametrize("doc", ["benchmarks/gpu.sh", "benchmarks/README.md", "README.md", "docs/design.md",
+                                 "docs/sm90.md"])
+def test_every_module_named_exists(doc):
+    text = (ROOT / doc).read_text()
+    named = set(re.findall(r"python3? -m (cusyncgen[\w.]*)", text)) | set(re.findall(r"\$PY -m (cusyncgen[\w.]*)", text))
+    assert named or doc == "docs/design.md"
+    for module in named:
+        assert importlib.util.find_spec(module) is not None, f"{doc} names {module}, which does not exist"
+
+
+def test_the_checks_default_to_the_committed_sweep():
+    """The default sweep: M = 1, 200 (a multiple of no tile), 512 (the banded order), every tile config,
+    pair, ordering and policy, both second-GeMM orders and every first-GeMM order, with and without
+    split-K where it applies; the per-GeMM pairs never in the chain (one kernel, one tile)."""
+    a = sm90_check.parser().parse_args([])
+    assert (a.M, a.stress_M, a.banded1, a.grouped2) == ("1,200,512", "256", "off,on,g1", "off,on")
+    vs = sm90_check.variants(sm90.CONFIGS, sm90.ORDERINGS, sm90.POLICIES, sm90.MODELS["gpt3"], 512, ("off", "on"),
+                             ("off", "on", "g1"), sm90_check.PAIRS)
+    assert {v[1] for v in vs} == set(sm90.ORDERINGS) and {v[2] for v in vs} == {None, *sm90.POLICIES}
+    assert {v[5] for v in vs} == {False, True, "g1"} and {v[3] for v in vs} == {"none", "auto"}
+    assert not [v for v in vs if "+" in v[0] and v[1] == "chain"]
+    small = sm90_check.variants(sm90.CONFIGS, sm90.ORDERINGS, sm90.POLICIES, sm90.MODELS["gpt3"], 200,
+                                ("off",), ("off", "on"))
+    assert {v[5] for v in small} == {False}  # the banded order from M = 512 on
+    # llama-ep's SwiGLU pair epilogue needs 128-wide tiles
+    ep = sm90_check.variants(sm90.CONFIGS, ("stream",), sm90.POLICIES, sm90.MODELS["llama-ep"], 200)
+    assert ep and all(sm90.tile_dims(v[0])[1] == 128 for v in ep)
+
+
+def test_the_sanitizer_runs_every_ordering_policy_and_epilogue():
+    vs = sm90_check.sanitizer_variants("gpt3")
+    assert {(v[2], v[3]) for v in vs} >= {("stream", None), ("pdl", None)} | {
+        (o, p) for o in ("pdl+policy", "chain") for p in sm90.POLICIES}
+    configs = {v[1] for v in vs}
+    assert {"64x128x64pp", "128x128x64pp", "128x128x64tma"} <= configs
+    assert {v[7] for v in vs} == {"quad", "pair"} and "llama-ep" in {v[0] for v in vs}
+    assert any(v[8] for v in vs) and any(v[4] != "none" for v in vs) and any(v[6] == "G1" for v in vs)
+    runs = sanitize.runs("python", "gpt3", 128, sanitize.TOOLS)
+    assert [(r.tool, r.log_name) for r in runs] == [("memcheck", "memcheck-sm90.log"), ("synccheck", "synccheck-sm90.log"),
+                                                    ("racecheck", "racecheck-sm90.log"), ("racecheck", "racecheck-sm80.log")]
+    assert runs[2].command[-2:] == ("--sanitizer-target", "presatisfied")
+
+
+MEMCHECK = """========= COMPUTE-SANITIZER
+# python -m cusyncgen.cuda.sm90_check --sanitizer-target run on NVIDIA H100 80GB HBM3, library lib-x
+variant gpt3 M=128 StreamSync 128x128x64: ok (rel err 1.00e-04)
+variant gpt3 M=128 TileSync Chain 128x128x64: ok (rel err 1.00e-04)
+========= ERROR SUMMARY: {n} errors
+"""
+RACECHECK = """variant gpt3 M=128 TileSync Chain 128x128x64: ran (output not checked: waits presatisfied)
+========= Error: Race reported between Write access at void k<1>(P)+0x1a0
+=========     and Read access at void k<1>(P)+0x2b0 [8 hazards]
+========= Error: Race reported between Write access at void k<1>(P)+0x1c0
+=========     and Read access at void k<1>(P)+0x2d0 [8 hazards]
+========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)
+"""
+
+
+def test_the_summary_reads_compute_sanitizer_output():
+    mem, race = sanitize.runs("python", "gpt3", 128, ("memcheck", "racecheck"))
+    line, ok = sanitize.summarize(mem, MEMCHECK.format(n=0), 0, 8.2)
+    assert ok and line.split() [:2] == ["memcheck", "sm90"] and "ERROR SUMMARY: 0 errors; 2 ok, 0 failed (rc 0, 8s)" in line
+    assert not sanitize.summarize(mem, MEMCHECK.format(n=3), 0, 8)[1]
+    assert not sanitize.summarize(mem, MEMCHECK.format(n=0).replace(": ok", ": WRONG", 1), 1, 8)[1]
+    assert not sanitize.summarize(mem, MEMCHECK.format(n=0), 124, 75)[1]   # out of time
+    line, ok = sanitize.summarize(race, RACECHECK, 0, 100)
+    assert ok and "RACECHECK SUMMARY: 2 hazards displayed" in line and "1 ok, 0 failed" in line
+    assert sanitize.race_kinds(RACECHECK) == ["      2 Error: Race reported between Write access at void k<1>(P)+0x.",
+                                              "      2 and Read access at void k<1>(P)+0x. [8 hazards]"]
