@@ -81,10 +81,6 @@ using ConsumerGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::
     Epilogue,
     cusync::sm90::OrderedScheduler<mlp_gpt3::g2_order>>>;
 
-// the sync layer adds 4 bytes of static shared memory (the block's epoch) to the consumer
-static_assert(sizeof(typename ConsumerGemm::GemmKernel::SharedStorage) + 16 <= 232448,
-              "the consumer's shared memory leaves room for the epoch");
-
 // ---- sizes: the generated grids ------------------------------------------------------------------
 constexpr int M = mlp_gpt3::g1::Y * kTileM;   // B * S tokens
 constexpr int N1 = mlp_gpt3::g1::X * kTileN;  // H / 2

@@ -93,21 +93,18 @@ struct SyncMainloop : Base {
 //            with in_sems;
 //   trigger  griddepcontrol.launch_dependents at the start of every block: a producer lets the
 //            consumer it PDL-launches start as soon as all its blocks are resident.
-// load_init(), which every thread of the kernel runs before the warp roles split, takes the epoch
-// (one ticket atomic per block, through 4 bytes of static shared memory); load()'s elected thread
-// polls the producer tiles of each k-tile before its A load (an acquire per tile, the proxy fence
-// once per k-tile that waited). Without a sync warp: a kernel of one's own with a spare producer
-// warp uses the sync warp (sync_warp.h) and SyncMainloop::load_synced instead.
+// load_init(), which every thread runs before the warp roles split, triggers the dependents; the
+// load warp's elected thread takes the epoch at its first load() (one ticket atomic per block: CUTLASS
+// caps the persistent grid at the number of tiles, so every block loads at least one tile; no shared
+// memory, which would shift the kernel's 1024-byte aligned dynamic shared memory) and polls the
+// producer tiles of each k-tile before its A load (an acquire per tile, the proxy fence once per
+// k-tile that waited). Without a sync warp: a kernel of one's own with a spare producer warp uses the
+// sync warp (sync_warp.h) and SyncMainloop::load_synced instead.
 struct MainloopSync {
   const uint32_t* in_sems = nullptr;
   unsigned long long* ticket = nullptr;
   bool trigger = false;
 };
-
-__device__ __forceinline__ uint32_t& block_epoch() {
-  __shared__ uint32_t epoch;
-  return epoch;
-}
 
 template <class Base, class Policy = NoSync, class Deps = void>
 struct SyncCollectiveMma : SyncMainloop<Base> {
@@ -136,14 +133,7 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
 
   template <class ProblemShape_MNKL>
   CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
-    if (threadIdx.x == 0) {
-      if (params.sync.trigger) pdl_launch_dependents();
-      if constexpr (kWaits) {
-        block_epoch() = launch_epoch(params.sync.ticket,
-                                     static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z);
-      }
-    }
-    if constexpr (kWaits) __syncthreads();
+    if (params.sync.trigger && threadIdx.x == 0) pdl_launch_dependents();
     return Base::load_init(problem_shape_MNKL, static_cast<BaseParams const&>(params));
   }
 
@@ -159,7 +149,10 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
     } else {
       const Tile c{static_cast<int>(cute::get<1>(blk_coord)), static_cast<int>(cute::get<0>(blk_coord)), 0};
       const auto item = Deps{}.item(c, k0, k_tile_count);
-      const uint32_t epoch = block_epoch();
+      const bool leader = cute::elect_one_sync();  // the lane load_synced elects (the whole warp is here)
+      if (leader && epoch_ == 0u && params.sync.in_sems != nullptr)
+        epoch_ = launch_epoch(params.sync.ticket, static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z);
+      const uint32_t epoch = epoch_;
       const int n = item.count();
       int next = 0;  // the first producer tile not yet seen posted
       // k: the k-tile about to load A (called by the elected thread only)
@@ -183,6 +176,9 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
                         block_rank_in_cluster, shared_tensors, wait);
     }
   }
+
+ private:
+  uint32_t epoch_ = 0;  // this launch's epoch, in the load warp's elected thread (0: not taken yet)
 };
 
 }  // namespace sm90
