@@ -9,7 +9,7 @@
 # the results (JSON, markdown, PNG) go to $OUT (default benchmarks/results/latest).
 # Knobs: PREBUILD_ARGS (e.g. "--workloads conv2d"), TESTS (default: every GPU test),
 # BENCHES (default "overhead mlp conv2d attention"; conv2d also writes conv-costs-<device>.md,
-# cusyncgen.cuda.conv_costs), BENCH_ARGS (e.g. "--M 1,256"),
+# cusyncgen.commands.conv_costs), BENCH_ARGS (e.g. "--M 1,256"),
 # SAVE_CACHE=1 (tar the cubin cache into $OUT, in 15 MB parts, to carry it to the next machine),
 # TIMELINES (per-block timelines of MLP chains, e.g. "llama:1,256 gpt3:128"; TIMELINE_CONFIGS).
 set -uo pipefail
@@ -32,14 +32,14 @@ status=0
 tune_args=""
 [ "$what" = tune ] && tune_args="--tune"
 # shellcheck disable=SC2086
-$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" $tune_args ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+$PY -m cusyncgen.commands.prebuild --jobs "$(nproc)" $tune_args ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # shellcheck disable=SC2086
   timeout 420 $PY -m pytest -m gpu ${TESTS:-tests} -q -rs -p no:cacheprovider 2>&1 | tee -a "$LOG" || status=1
 fi
 if [ "$what" = tune ]; then
-  B="$PY -m cusyncgen.cuda.bench"
-  dev=$($PY -c "from cusyncgen.cuda import driver, bench; print(bench.slug(driver.device_name()))")
+  B="$PY -m cusyncgen.commands.bench"
+  dev=$($PY -c "from cusyncgen.cuda import driver; from cusyncgen.commands import bench; print(bench.slug(driver.device_name()))")
   timeout 900 $PY -m cusyncgen tune mlp -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
   for w in conv2d attention; do
     other=$([ $w = conv2d ] && echo "128x64x32/s4/w2x2" || echo wide)
@@ -58,10 +58,10 @@ fi
 if [ "$what" != tests ] && [ "$what" != timeline ] && [ "$what" != tune ]; then
   for b in ${BENCHES:-overhead mlp conv2d attention}; do
     # shellcheck disable=SC2086
-    timeout 540 $PY -m cusyncgen.cuda.bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+    timeout 540 $PY -m cusyncgen.commands.bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
     if [ "$b" = conv2d ]; then  # what posting and waiting cost the synchronized Conv2D chains
-      dev=$($PY -c "from cusyncgen.cuda import driver, bench; print(bench.slug(driver.device_name()))")
-      timeout 180 $PY -m cusyncgen.cuda.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
+      dev=$($PY -c "from cusyncgen.cuda import driver; from cusyncgen.commands import bench; print(bench.slug(driver.device_name()))")
+      timeout 180 $PY -m cusyncgen.commands.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
     fi
   done
 fi
@@ -69,7 +69,7 @@ if [ -n "${TIMELINES:-}" ]; then
   mkdir -p "$OUT/timeline"
   for spec in $TIMELINES; do
     # shellcheck disable=SC2086
-    timeout 300 $PY -m cusyncgen.cuda.timeline --model "${spec%%:*}" --M "${spec#*:}" -o "$OUT/timeline" \
+    timeout 300 $PY -m cusyncgen.commands.timeline --model "${spec%%:*}" --M "${spec#*:}" -o "$OUT/timeline" \
       ${TIMELINE_CONFIGS:+--configs "$TIMELINE_CONFIGS"} ${TIMELINE_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
   done
   tar -czf "$OUT/timeline.tar.gz" -C "$OUT" timeline && rm -rf "$OUT/timeline"

@@ -28,7 +28,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 echo "sm90 library: ${CUSYNC_SM90_LIB:-(built from the cache)}" | tee -a "$OUT/bench.log"
 # the SM80 modules the sanitizer's SM80 part runs, compiled in the background meanwhile
 if [ "${SANITIZE:-1}" = 1 ]; then
-  ( timeout 300 nice -n 5 $PY -m cusyncgen.cuda.prebuild --workloads mlp --M 1 --jobs 8 \
+  ( timeout 300 nice -n 5 $PY -m cusyncgen.commands.prebuild --workloads mlp --M 1 --jobs 8 \
       > "$OUT/sanitize-sm80-prebuild.log" 2>&1; echo "prebuild rc $?" >> "$OUT/sanitize-sm80-prebuild.log" ) &
   export SM80_PREBUILD_PID=$!
 fi

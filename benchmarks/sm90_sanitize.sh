@@ -5,8 +5,8 @@
 #   errors) and synccheck on every sm90 variant as the benchmark launches it; racecheck on the same
 #   variants run in stream order with every wait already satisfied (racecheck serializes the blocks,
 #   so a block waiting for another's post could starve); racecheck on
-#   `python -m cusyncgen.cuda.selfcheck --model gpt3 --M 1` (the SM80 path; its modules compiled
-#   first with cusyncgen.cuda.prebuild, which needs nvcc).
+#   `python -m cusyncgen.commands.selfcheck --model gpt3 --M 1` (the SM80 path; its modules compiled
+#   first with cusyncgen.commands.prebuild, which needs nvcc).
 #   OUT=<dir> bash benchmarks/sm90_sanitize.sh
 # Needs the sm90 library (CUSYNC_SM90_LIB, or CUSYNCGEN_CACHE holding the prebuilt one) and, for the
 # SM80 part, the compiler's dependencies (the wheels of .whl/ are installed into /tmp/site if present).
@@ -32,7 +32,7 @@ M=${SAN_M:-128}
 # the SM80 modules: compiled in the background while the sm90 tools run (unless a caller started it)
 prebuild_pid=${SM80_PREBUILD_PID:-}
 if [ -z "$prebuild_pid" ] && [ "${SAN_SM80:-1}" = 1 ]; then
-  ( timeout 200 nice -n 5 $PY -m cusyncgen.cuda.prebuild --workloads mlp --M 1 --jobs "$(nproc)" \
+  ( timeout 200 nice -n 5 $PY -m cusyncgen.commands.prebuild --workloads mlp --M 1 --jobs "$(nproc)" \
       > "$OUT/sanitize-sm80-prebuild.log" 2>&1; echo "prebuild rc $?" >> "$OUT/sanitize-sm80-prebuild.log" ) &
   prebuild_pid=$!
 fi
@@ -75,7 +75,7 @@ if [ "${SAN_SM80:-1}" = 1 ]; then
   while [ -n "$prebuild_pid" ] && kill -0 "$prebuild_pid" 2>/dev/null; do sleep 1; done
   tail -2 "$OUT/sanitize-sm80-prebuild.log" 2>/dev/null
   run_tool racecheck "sm80 selfcheck gpt3 M=1 (every config)" "${SAN_LIMIT_SM80:-50}" \
-    "$OUT/sanitize-racecheck-sm80.log" -- $PY -m cusyncgen.cuda.selfcheck --model gpt3 --M 1
+    "$OUT/sanitize-racecheck-sm80.log" -- $PY -m cusyncgen.commands.selfcheck --model gpt3 --M 1
   # where racecheck reports hazards: the distinct source locations / kinds it names (the first 12)
   grep -E "Race reported|and (Read|Write) access" "$OUT/sanitize-racecheck-sm80.log" |
     sed -E 's/^=+ *//; s/0x[0-9a-f]+/0x./g' | sort | uniq -c | sort -rn | head -12 > "$OUT/sanitize-racecheck-sm80-kinds.txt"

@@ -26,7 +26,7 @@ def test_unknown_workload_names_the_known_ones():
 
 
 def test_prebuild_covers_every_workload_with_unique_module_names():
-    from cusyncgen.cuda import prebuild
+    from cusyncgen.commands import prebuild
     srcs = prebuild.sources([1, 256])
     names = [s.name for s in srcs]
     assert len(names) == len(set(names))
@@ -180,6 +180,6 @@ def test_a_second_kernel_family_registers_beside_the_first(monkeypatch):
     assert w.get("mlp", "sm90") is Hopper and w.get("mlp") is MLP and w.kernels() == ["sm80", "sm90"]
     with pytest.raises(KeyError, match="no sm90 kernels for conv2d"):
         w.get("conv2d", "sm90")
-    from cusyncgen.cuda.bench import result_stem
+    from cusyncgen.commands.bench import result_stem
     assert result_stem("mlp", "NVIDIA H100 80GB HBM3", {}, "sm90") == "mlp-nvidia-h100-80gb-hbm3-sm90"
     assert result_stem("conv2d", "NVIDIA H200", {"sync_warp": True}) == "conv2d-nvidia-h200-syncwarp-on"

@@ -229,7 +229,7 @@ def test_a_choice_slower_than_the_stream_order_when_re_measured_falls_back_to_it
 
 
 def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
-    from cusyncgen.cuda import tune
+    from cusyncgen.commands import tune
     fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 B1 G2"): [11, 10, 10, 3, 10, 10]}
     # the GeMMs alone: the same tile at M = 1, a pair of their own at M = 512 (measured with it)
     alone = {1: ("128x192x64", "128x192x64"), 512: ("256x128x64", "128x256x64")}
@@ -280,7 +280,7 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
 
 def test_bench_picks_the_sm90_family_on_an_sm90_device(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
     import cusyncgen.cuda as cuda
-    from cusyncgen.cuda import bench
+    from cusyncgen.commands import bench
     monkeypatch.setattr(cuda, "available", lambda: (True, ""))
     asked = []
 
@@ -311,7 +311,7 @@ def test_bench_picks_the_sm90_family_on_an_sm90_device(fake_gpu, monkeypatch, tm
 
 def test_bench_of_llama_on_an_sm90_device_says_what_to_do(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
     import cusyncgen.cuda as cuda
-    from cusyncgen.cuda import bench
+    from cusyncgen.commands import bench
     monkeypatch.setattr(cuda, "available", lambda: (True, ""))
     assert bench.main(["mlp", "--models", "llama", "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err

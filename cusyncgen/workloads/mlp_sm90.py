@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from cusyncgen.cuda.configs import PDL_ALONE, SM90_ORDERINGS, STREAM_SYNC, Config, Ordering
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
-from cusyncgen.workloads.base import SPLIT_K, rel_err
+from cusyncgen.workloads.base import SPLIT_K, family, rel_err
 
 SIZES = sm80.SIZES
 TEST_SIZES = (1, 200)   # tests/test_gpu_workloads_sm90.py: M = 1 and a multiple of no tile
@@ -186,6 +186,12 @@ class Sm90Tiles:
     def label(self) -> str:
         return (self.config + (f"+{self.config2}" if self.config2 else "") + (" G1" if self.grouped1 else "")
                 + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "") + (" B2" if self.banded2 else ""))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Sm90Tiles":
+        """The inverse of as_dict (a dispatch entry's tile fields)."""
+        return cls(d["config"], d.get("grouped2", False), d.get("banded1", False), d.get("banded2", False),
+                   d.get("grouped1", False), d.get("config2"))
 
     def as_dict(self, splits=("1", "1")) -> dict:
         """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BM, g2.BN)."""
@@ -526,8 +532,7 @@ STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K)
 def choose(model: str, M: int, rows: list[dict]) -> dict:
     """The fastest correct configuration of one (model, M) over every tile config and split-K
     choice, StreamSync and PDL alone included (so never slower than the fastest stream order; one
-    of them where nothing is faster), as a tune choice (cusyncgen.cuda.tune.report's fields)."""
-    from cusyncgen.cuda.tune import family
+    of them where nothing is faster), as a tune choice (the fields cusyncgen.commands.tune's report reads)."""
     ok = [r for r in rows if r["correct"]]
     if not ok:
         raise CusyncError(f"sm90 {model} M={M}: no configuration computed the reference's result", None)
@@ -558,8 +563,7 @@ CONFIRM_ROUNDS = 6
 
 
 def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90":
-    from cusyncgen.cuda.tune import tiles_from_dict
-    t = tiles_from_dict(tile_cfg)
+    t = Sm90Tiles.from_dict(tile_cfg)
     return MLPSm90(model, M, t.config, t.grouped2, t.banded1, t.banded2, tile2=t.config2, grouped1=t.grouped1)
 
 
@@ -621,9 +625,8 @@ def settle(choice: dict, confirmed: dict) -> dict:
     out = dict(choice, confirm=dict(confirmed))
     s = confirmed.get("stream_us")
     if s is not None and s < confirmed["ours_us"] and choice.get("fastest_stream_order_tile_cfg"):
-        from cusyncgen.cuda.tune import tiles_from_dict
         t = choice["fastest_stream_order_tile_cfg"]
-        out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=tiles_from_dict(t).label,
+        out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=Sm90Tiles.from_dict(t).label,
                    time_us=choice["fastest_stream_order_us"], fallback=choice["config"],
                    speedup_vs_streamsync=round(choice["streamsync_us"] / choice["fastest_stream_order_us"], 4),
                    speedup_vs_stream_order=1.0)

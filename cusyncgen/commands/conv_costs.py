@@ -11,7 +11,7 @@ PDL alone (the plain kernels):
 - overlap, no waits: overlapped with the waits dropped -- a race, timed only (its output is not
   checked): what the overlap alone would give.
 
-    python -m cusyncgen.cuda.conv_costs [--points resnet38-L1-32,vgg19-L3-32] [-o FILE]
+    python -m cusyncgen.commands.conv_costs [--points resnet38-L1-32,vgg19-L3-32] [-o FILE]
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def measure(model: str, layer: str, batch: int, stream, iters: int = 30) -> dict
 
 def markdown(results: list[dict], device: str) -> str:
     out = [f"# What synchronization costs a Conv2D chain on {device}", "",
-           "Medians of CUDA-graph replays, µs (`python -m cusyncgen.cuda.conv_costs`); 'vs StreamSync': the "
+           "Medians of CUDA-graph replays, µs (`python -m cusyncgen.commands.conv_costs`); 'vs StreamSync': the "
            "difference to StreamSync's time. 'correct': checked against the float32 reference.", ""]
     for r in results:
         base = r["rows"][0]["time_us"]
@@ -83,7 +83,7 @@ def markdown(results: list[dict], device: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.conv_costs")
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.commands.conv_costs")
     ap.add_argument("--points", default=None, help="model-layer-batch,... (default: five points)")
     ap.add_argument("-o", "--output", default=None, help="markdown file (default: stdout)")
     args = ap.parse_args(argv)
