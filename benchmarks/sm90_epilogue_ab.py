@@ -4,7 +4,7 @@ pairs stored from registers by the MMA warps) beside its "tma" twin (the TMA-sto
 in shared memory by stmatrix, stored by the store warp while the MMA warps go on), plus the 128x128
 ping-pong config and cuBLAS (torch.matmul in a CUDA graph, no epilogue), in the grouped order; GPT-3's first GeMM
 with its GeLU epilogue. Every output is poisoned (NaN) before its first launch and checked against a
-float32 reference (sm90.rel_err); a config and its twin must agree bit for bit (same mainloop, same rounding).
+float32 reference (W.torch_rel_err); a config and its twin must agree bit for bit (same mainloop, same rounding).
 Timed in three alternating rounds of CUDA-graph replays (medians, us), ratios over the register
 epilogue from the same run.
 
@@ -22,6 +22,7 @@ import cupy  # noqa: E402
 import torch  # noqa: E402
 
 from cusyncgen.cuda import baselines, driver, sm90, timing  # noqa: E402
+from cusyncgen.workloads import mlp_sm90 as W  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sm90_mlp import gemm_order  # noqa: E402
@@ -42,9 +43,9 @@ def main(argv=None) -> int:
     stream = cupy.cuda.Stream(non_blocking=True)
     failures = 0
     for model, gi in GEMMS:
-        m = sm90.MODELS[model]
-        N, K = sm90.mlp_sizes(m)[gi - 1]
-        epi = m.epilogue1 if gi == 1 else sm90.EPI_IDENTITY
+        m = W.model_of(model)
+        N, K = W.gemm_shapes(m)[gi - 1]
+        epi = W.epilogue1(m) if gi == 1 else sm90.EPI_IDENTITY
         for M in (int(v) for v in a.M.split(",")):
             g = torch.Generator(device="cuda").manual_seed(M + 7 * gi)
             A = torch.randn(M, K, device="cuda", generator=g).half()
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
                     f(stream)
                 stream.synchronize()
                 for tile, C in outs.items():
-                    err = sm90.rel_err(C, ref)  # inf where a NaN survived
+                    err = W.torch_rel_err(C, ref)  # inf where a NaN survived
                     ok = err < 1e-2
                     twin = tile.removesuffix("tma")
                     if tile.endswith("tma") and twin in outs and not torch.equal(C, outs[twin]):

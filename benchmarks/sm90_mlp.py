@@ -31,6 +31,12 @@ import torch  # noqa: E402
 import torch.nn.functional as Fn  # noqa: E402
 
 from cusyncgen.cuda import sm90  # noqa: E402
+from cusyncgen.cuda.configs import Ordering  # noqa: E402
+from cusyncgen.workloads import mlp_sm90 as W  # noqa: E402
+from cusyncgen.workloads.mlp import Model  # noqa: E402
+
+# the probe's names of the orderings (its command line and variant lists)
+ORDERINGS = {"stream": Ordering.STREAM, "pdl": Ordering.PDL_ALONE, "pdl+policy": Ordering.PDL, "chain": Ordering.PERSISTENT}
 
 M_ALL = (1, 64, 128, 256, 512, 1024, 2048, 4096)
 PEAK_TFLOPS = 750.0
@@ -53,7 +59,7 @@ def stream_handle() -> int:
 class Buffers:
     """Inputs, weights and outputs of one model at the largest M (views per M)."""
 
-    def __init__(self, model: sm90.Model, Mmax: int, seed: int):
+    def __init__(self, model: Model, Mmax: int, seed: int):
         g = torch.Generator(device="cuda").manual_seed(seed)
         dev = torch.device("cuda")
         m = model
@@ -62,18 +68,18 @@ class Buffers:
         self.X2 = torch.randn(Mmax, m.H, device=dev, generator=g).half()  # the stress mode's other input
         self.Xs = torch.empty_like(self.X)  # the buffer runners read (inputs copied in)
         self.W1 = (torch.randn(m.N1, m.H, device=dev, generator=g) / math.sqrt(m.H)).half()
-        self.W2 = (torch.randn(m.H, m.F, device=dev, generator=g) / math.sqrt(m.F)).half()
-        self.Y = torch.empty(Mmax, m.F, device=dev, dtype=torch.half)
+        self.W2 = (torch.randn(m.H, m.K2, device=dev, generator=g) / math.sqrt(m.K2)).half()
+        self.Y = torch.empty(Mmax, m.K2, device=dev, dtype=torch.half)
         self.Z = torch.empty(Mmax, m.H, device=dev, dtype=torch.half)
         self.G = torch.empty(Mmax, max(m.N1, m.H), device=dev, dtype=torch.half)  # GeMM-alone output
 
     def act(self, A: torch.Tensor) -> torch.Tensor:
         """The first GeMM's epilogue on its fp32 (or fp16) result."""
         m = self.model
-        if m.epilogue1 == sm90.EPI_SWIGLU_PAIR:
+        if m.swiglu_epilogue:
             Mr = A.shape[0]
             A4 = A.view(Mr, m.N1 // 128, 2, 64)
-            return (Fn.silu(A4[:, :, 0, :]) * A4[:, :, 1, :]).reshape(Mr, m.F)
+            return (Fn.silu(A4[:, :, 0, :]) * A4[:, :, 1, :]).reshape(Mr, m.K2)
         return Fn.gelu(A, approximate="tanh")
 
     def reference(self, X: torch.Tensor):
@@ -114,10 +120,10 @@ def graph_time(fn, per_graph: int = 10, replays: int = 7) -> float:
     return statistics.median(times)
 
 
-def floor_us(model: sm90.Model, M: int, bw: float) -> float:
-    (N1, K1), (N2, K2) = sm90.mlp_sizes(model)
+def floor_us(model: Model, M: int, bw: float) -> float:
+    (N1, K1), (N2, K2) = W.gemm_shapes(model)
     flops = 2.0 * M * (N1 * K1 + N2 * K2)
-    byts = 2.0 * (N1 * K1 + N2 * K2 + M * (K1 + 2 * model.F + N2))
+    byts = 2.0 * (N1 * K1 + N2 * K2 + M * (K1 + 2 * model.K2 + N2))
     return max(flops / (PEAK_TFLOPS * 1e12), byts / bw) * 1e6
 
 
@@ -136,12 +142,12 @@ def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), ban
     b1s = [{"off": False, "on": True}.get(b, b) for b in banded1 if b != "on" or M >= BANDED_MIN_M]
     for c in list(configs) + list(pairs):
         c1, _, c2 = c.partition("+")
-        if model.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c1)[1] != 128:
+        if model.swiglu_epilogue and sm90.tile_dims(c1)[1] != 128:
             continue
         if c2 and model.H % sm90.tile_dims(c2)[1]:
             continue
         splits = ["none"]
-        if sm90.has_split(sm90.mlp_splits(model.name, M, c1, "auto", c2 or None)):
+        if sm90.has_split(W.mlp_splits(model.name, M, c1, "auto", c2 or None)):
             splits.append("auto")
         for sp in splits:
             for b1 in b1s:
@@ -209,7 +215,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="gpt3,llama-ep")
     ap.add_argument("--M", default=",".join(map(str, M_ALL)))
     ap.add_argument("--configs", default=None, help="default: every config of the library")
-    ap.add_argument("--orderings", default=",".join(sm90.ORDERINGS))
+    ap.add_argument("--orderings", default=",".join(ORDERINGS))
     ap.add_argument("--policies", default=",".join(sm90.POLICIES))
     ap.add_argument("--stress-M", default="256", help="M list for the stress mode ('' to skip)")
     ap.add_argument("--grouped2", default="off,on",
@@ -250,7 +256,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupted)
     try:
         for model_name in a.models.split(","):
-            model = sm90.MODELS[model_name]
+            model = W.model_of(model_name)
             Mmax = max(Ms + stress_Ms)
             buf = Buffers(model, Mmax, seed=1234)
             g2s = a.grouped2.split(",")
@@ -263,10 +269,10 @@ def main(argv=None) -> int:
                 key = (M, c, o, p, sp, g2, b1)
                 if key not in runners:
                     c1, _, c2 = c.partition("+")
-                    runners[key] = sm90.MlpRunner(model_name, M, o, p, c1, buf.Xs.data_ptr(), buf.W1.data_ptr(),
-                                                  buf.W2.data_ptr(), buf.Y.data_ptr(), buf.Z.data_ptr(),
-                                                  timeout_ns=timeout_ns, splits=sp, grouped2=g2, banded1=b1 is True,
-                                                  grouped1=b1 == "g1", config2=c2 or None)
+                    tiles = W.Sm90Tiles(c1, grouped2=g2, banded1=b1 is True, grouped1=b1 == "g1", config2=c2 or None)
+                    ptrs = tuple(t.data_ptr() for t in (buf.Xs, buf.W1, buf.W2, buf.Y, buf.Z))
+                    runners[key] = W.mlp_chain(model_name, M, W.config_of(ORDERINGS[o], p), tiles, ptrs, splits=sp,
+                                               timeout_ns=timeout_ns)
                 return runners[key]
 
             def failed(label, M, v, check, e, shown=None) -> bool:
@@ -296,7 +302,7 @@ def main(argv=None) -> int:
                         r.launch(stream_handle())
                         torch.cuda.synchronize()
                         r.check_debug()
-                        ey, ez = sm90.rel_err(buf.Y[:M], Yref), sm90.rel_err(buf.Z[:M], Zref)
+                        ey, ez = W.torch_rel_err(buf.Y[:M], Yref), W.torch_rel_err(buf.Z[:M], Zref)
                         ok = ey < 1e-2 and ez < 1e-2
                         rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "once",
                                      "rel_err_y": ey, "rel_err": ez, "ok": ok})
@@ -344,7 +350,7 @@ def main(argv=None) -> int:
                             r.launch(stream_handle())
                         torch.cuda.synchronize()
                         r.check_debug()
-                        e_b2b = sm90.rel_err(buf.Z[:M], Za)
+                        e_b2b = W.torch_rel_err(buf.Z[:M], Za)
                         g = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(g):
                             step(buf.X[:M], Za)
@@ -355,7 +361,7 @@ def main(argv=None) -> int:
                         torch.cuda.synchronize()
                         r.check_debug()
                         n_graph = int(bad.item())
-                        e_graph = sm90.rel_err(buf.Z[:M], Zb)
+                        e_graph = W.torch_rel_err(buf.Z[:M], Zb)
                         del g
                         ok = n_alt == 0 and n_graph == 0 and e_b2b < 1e-2 and e_graph < 1e-2
                         rows.append({"model": model_name, "M": M, "kernel": "sm90", "config": r.name, "check": "stress",
@@ -375,7 +381,7 @@ def main(argv=None) -> int:
             if a.no_timing:
                 continue
             # ---- (b) timing: GeMMs alone, then the MLPs
-            (N1, K1), (N2, K2) = sm90.mlp_sizes(model)
+            (N1, K1), (N2, K2) = W.gemm_shapes(model)
             buf.Y.normal_()  # the second GeMM's input when timed alone (not the poison)
             for M in Ms:
                 buf.Xs[:M].copy_(buf.X[:M])
@@ -404,7 +410,7 @@ def main(argv=None) -> int:
                             Gv.fill_(float("nan"))
                             fn()
                             torch.cuda.synchronize()
-                            e = sm90.rel_err(Gv, ref)
+                            e = W.torch_rel_err(Gv, ref)
                             t = graph_time(fn)
                             ok = e < 1e-2
                             if not ok:

@@ -32,25 +32,25 @@ def main() -> None:
             return timing.median(timing.time_graphs([g], stream, iters=iters))
 
     for model, M, tiles in CASES:
-        m = sm90.MODELS[model]
+        m = W.model_of(model)
         x, w1, w2 = W.MLPSm90(model, M).buffers(seed=1)
-        y = cupy.empty((M, m.F), dtype=cupy.float16)
+        y = cupy.empty((M, m.K2), dtype=cupy.float16)
         z = cupy.empty((M, m.H), dtype=cupy.float16)
-        (N1, K1), _ = sm90.mlp_sizes(m)
+        (N1, K1), _ = W.gemm_shapes(m)
         for tile in tiles:
             X, Y = sm90.order_grid(tile, M, N1)
             bm, bn, _ = sm90.tile_dims(tile)
-            _, o1, _ = sm90.compiled_mlp(model, M, tile)
+            _, o1, _ = W.compiled_mlp(model, M, tile)
             orders = {"rm": sm90.row_major_order(X, Y), "dep": sm90.order_desc(o1),
                       "G": sm90.grouped_order(X, Y, sm90.grouped_columns(X, Y, bm * K1 * 2.0, bn * K1 * 2.0))}
             out = []
-            for epi in (sm90.EPI_IDENTITY, m.epilogue1):
+            for epi in (sm90.EPI_IDENTITY, W.epilogue1(m)):
                 for name, order in orders.items():
                     plan = sm90.Plan(tile, [sm90.gemm_desc(x.data.ptr, w1.data.ptr, y.data.ptr, M, N1, K1, tile, epi,
                                                            order)])
                     out.append(f"epi{epi}/{name} {t_of(lambda s, p=plan: p.launch(s.ptr)):.1f}")
-            r = sm90.MlpRunner(model, M, "stream", None, tile, x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr,
-                               z.data.ptr)
+            r = W.mlp_chain(model, M, W.STREAM_SYNC, W.Sm90Tiles(tile),
+                            tuple(a.data.ptr for a in (x, w1, w2, y, z)))
             t1 = t_of(lambda s: r.plans[0].launch(s.ptr))
             t2 = t_of(lambda s: r.plans[1].launch(s.ptr))
             tb = t_of(lambda s: r.launch(s.ptr))

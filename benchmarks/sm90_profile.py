@@ -24,11 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from cusyncgen.cuda import sm90  # noqa: E402
+from cusyncgen.workloads import mlp_sm90 as W  # noqa: E402
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="gpt3", choices=sorted(sm90.MODELS))
+    ap.add_argument("--model", default="gpt3", choices=sorted(W.MODELS))
     ap.add_argument("--gemm", type=int, default=1, choices=(1, 2))
     ap.add_argument("--M", type=int, default=512)
     ap.add_argument("--config", default="128x128x64")
@@ -43,8 +44,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    m = sm90.MODELS[a.model]
-    (N, K) = sm90.mlp_sizes(m)[a.gemm - 1]
+    m = W.model_of(a.model)
+    (N, K) = W.gemm_shapes(m)[a.gemm - 1]
     M = a.M
     g = torch.Generator(device="cuda").manual_seed(0)
     A = torch.randn(M, K, device="cuda", generator=g).half()

@@ -16,7 +16,7 @@ outputs of the chain are then not checked (its consumer tiles may read the inter
 the producer tiles that write it ran: the waits no longer order them); the other orderings are.
 
 Prints one line per variant ("variant <name>: ok|WRONG|ERROR ...") and exits 1 if any failed. A
-wait that times out (2 s) is reported through MlpRunner.check_debug, never a hang.
+wait that times out (2 s) is reported through Sm90Chain.check_debug, never a hang.
 """
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from cusyncgen.cuda import sm90  # noqa: E402
+from cusyncgen.cuda.configs import Ordering  # noqa: E402
+from cusyncgen.workloads import mlp_sm90 as W  # noqa: E402
+
+# the probe's names of the orderings (its command line and variant lists)
+ORDERINGS = {"stream": Ordering.STREAM, "pdl": Ordering.PDL_ALONE, "pdl+policy": Ordering.PDL, "chain": Ordering.PERSISTENT}
 
 # (model, config, ordering, policy, splits, grouped2, banded1 (or "G1": the first GeMM grouped), store[, config2:
 # the second GeMM's tile])
@@ -77,15 +82,16 @@ def main(argv=None) -> int:
         model, c, o, p, sp, g2, b1, st, c2 = v if len(v) == 9 else v + (None,)
         try:
             if model not in cases:
-                m = sm90.MODELS[model]
-                X, W1, W2, _, Zref = sm90.mlp_case(model, M, seed=7)
-                Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+                m = W.model_of(model)
+                X, W1, W2, _, Zref = W.mlp_case(model, M, seed=7)
+                Y = torch.empty(M, m.K2, device="cuda", dtype=torch.half)
                 Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
                 cases[model] = (X, W1, W2, Y, Z, Zref)
             X, W1, W2, Y, Z, Zref = cases[model]
-            r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                               Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1 is True,
-                               store=st, config2=c2, grouped1=b1 == "G1")
+            tiles = W.Sm90Tiles(c, grouped2=g2, banded1=b1 is True, grouped1=b1 == "G1", config2=c2)
+            r = W.mlp_chain(model, M, W.config_of(ORDERINGS[o], p), tiles,
+                            tuple(t.data_ptr() for t in (X, W1, W2, Y, Z)), splits=sp, store=st,
+                            timeout_ns=2_000_000_000)
             name = f"{model} M={M} {r.name}"
             if a.only and a.only not in name:
                 continue
@@ -93,8 +99,9 @@ def main(argv=None) -> int:
             Z.fill_(float("nan"))
             checked = True
             if a.mode == "presatisfied":
-                if r.sems is not None:
-                    r.sems.fill_(1 << 24)  # every target (value * epoch) is far below: no wait spins
+                if r.sems:
+                    for sems in r.sems:
+                        sems.fill_(1 << 24)  # every target (value * epoch) is far below: no wait spins
                     checked = o != "chain"
                 for plan in r.plans:  # stream order, one GeMM at a time
                     plan.launch(stream)
@@ -104,7 +111,7 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
             r.check_debug()
             if checked:
-                e = sm90.rel_err(Z, Zref)
+                e = W.torch_rel_err(Z, Zref)
                 ok = e < 1e-2
                 bad += not ok
                 print(f"variant {name}: {'ok' if ok else 'WRONG'} (rel err {e:.2e})", flush=True)
