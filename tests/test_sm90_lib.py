@@ -372,4 +372,8 @@ def test_per_gemm_tiles_swiglu_and_the_refused_chain(loaded):
         _chain_of(Config("RowSync", Ordering.WAITKERNEL))
     with pytest.raises(sm90.Sm90Error, match="no policy StridedSync"):
         _chain_of(Config("StridedSync", Ordering.PDL))
+    for ordering in (Ordering.PDL, Ordering.PERSISTENT):   # no semaphores and no grid-wide wait: a race
+        with pytest.raises(sm90.Sm90Error, match=f"the {ordering.value} ordering synchronizes on tiles"):
+            _chain_of(Config(None, ordering))
+    assert not _recorded(loaded)   # nothing refused reached the library
     assert {c.ordering for c in W.configs_for()} == SM90_ORDERINGS

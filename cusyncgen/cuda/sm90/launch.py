@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cusyncgen.cuda.chain import StageFlag, Step, launches, steps
-from cusyncgen.cuda.configs import SM90_ORDERINGS, Config
+from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
 from cusyncgen.cuda.lazy import torch
 from cusyncgen.cuda.sm90.desc import EPI_SWIGLU_PAIR, Gemm, LaunchFlag, policy_desc
 from cusyncgen.cuda.sm90.errors import Sm90Error
@@ -111,6 +111,9 @@ class Sm90Chain:
         if cfg.ordering not in SM90_ORDERINGS:
             raise Sm90Error(f"{cfg.name}: the sm90 kernels have no {cfg.ordering.value} ordering (they have "
                             "StreamSync, PDL, <Policy>+PDL and <Policy>+Chain)")
+        if cfg.policy is None and cfg.ordering in (Ordering.PDL, Ordering.PERSISTENT):
+            raise Sm90Error(f"the {cfg.ordering.value} ordering synchronizes on tiles: it needs a policy "
+                            f"({', '.join(POLICIES)})")
         if cfg.policy is not None and cfg.policy not in POLICIES:
             raise Sm90Error(f"{cfg.name}: the sm90 kernels have no policy {cfg.policy} (they have {', '.join(POLICIES)})")
         n = len(links)
