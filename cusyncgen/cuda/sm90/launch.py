@@ -115,7 +115,8 @@ class Sm90Chain:
             raise Sm90Error(f"the {cfg.ordering.value} ordering synchronizes on tiles: it needs a policy "
                             f"({', '.join(POLICIES)})")
         if cfg.policy is not None and cfg.policy not in POLICIES:
-            raise Sm90Error(f"{cfg.name}: the sm90 kernels have no policy {cfg.policy} (they have {', '.join(POLICIES)})")
+            raise Sm90Error(f"{cfg.name}: the sm90 kernels have no policy {cfg.policy} (they have "
+                            f"{', '.join(POLICIES)})")
         n = len(links)
         if cfg.policy is not None and len(policies) != n - 1:
             raise Sm90Error(f"{cfg.name}: a chain of {n} GeMMs needs {n - 1} policies, got {len(policies)}")
@@ -152,8 +153,8 @@ class Sm90Chain:
             if wait:   # a plan that waits takes its own ticket (its epochs), times out and reports
                 kw = dict(ticket=self.tickets.data_ptr() + 16 * k, timeout_ns=timeout_ns, debug=self.debug.data_ptr())
                 k += 1
-            self.plans.append(Plan(links[group[0]].config, [gemms[i] for i in group], flags=plan_flags(decoded[group[0]]),
-                                   **kw))
+            self.plans.append(Plan(links[group[0]].config, [gemms[i] for i in group],
+                                   flags=plan_flags(decoded[group[0]]), **kw))
 
     def launch(self, stream: int = 0):
         for p in self.plans:
