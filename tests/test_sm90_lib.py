@@ -167,6 +167,17 @@ def test_the_source_hash_covers_what_the_library_includes():
     assert re.fullmatch(r"[0-9a-f]{20}", sm90.source_hash())
 
 
+def test_the_build_command_prints_a_prebuilt_library_and_refuses_a_missing_one(tmp_path, monkeypatch, capsys):
+    from cusyncgen.commands import sm90 as command
+    prebuilt = tmp_path / "libcusync_sm90.so"
+    prebuilt.write_bytes(b"")
+    monkeypatch.setenv(lib.LIB_ENV, str(prebuilt))
+    assert command.main(["path"]) == 0 and capsys.readouterr().out.strip() == str(prebuilt)
+    assert not (tmp_path / W.DESCRIPTORS).exists()
+    monkeypatch.setenv(lib.LIB_ENV, str(tmp_path / "missing.so"))
+    assert command.main(["build"]) == 1 and "missing.so does not exist" in capsys.readouterr().err
+
+
 # ---- the loader and the plans, through api.cu and stub tile configurations ----
 
 STUB = r"""

@@ -5,10 +5,12 @@
 
 libcusync_sm90.so is cached by the hash of its sources and options (cusyncgen.cuda.sm90.lib); beside
 it go the compiled descriptors of the sm90 MLP's programs (cusyncgen.workloads.mlp_sm90
-.write_descriptors), for a GPU machine without the compiler's parser (lark).
+.write_descriptors), for a GPU machine without the compiler's parser (lark). With CUSYNC_SM90_LIB
+set, its path is printed (nothing built, nothing written).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from cusyncgen.cuda.sm90 import lib
@@ -37,7 +39,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         path = lib.build(jobs=a.jobs, verbose=a.verbose)
-        ensure_descriptors(path.parent)
+        if not os.environ.get(lib.LIB_ENV):   # a prebuilt library's folder is not ours to write
+            ensure_descriptors(path.parent)
         print(path)
     except CusyncError as e:
         print(e, file=sys.stderr)
