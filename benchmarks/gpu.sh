@@ -3,8 +3,8 @@
 # lack lark and nvidia-cutlass and any package index:
 #   bash benchmarks/gpu.sh [all|tests|checks|sanitize|bench|tune|timeline]   (default: all)
 #     tests     the GPU tests (pytest -m gpu), their output in gpu-tests-<device>.log
-#     checks    sm_90: every sm90 MLP variant checked, then stressed (python -m cusyncgen.cuda.sm90_check)
-#     sanitize  sm_90: compute-sanitizer memcheck, synccheck and racecheck (python -m cusyncgen.cuda.sanitize)
+#     checks    sm_90: every sm90 MLP variant checked, then stressed (python -m cusyncgen.commands.sm90_check)
+#     sanitize  sm_90: compute-sanitizer memcheck, synccheck and racecheck (python -m cusyncgen.commands.sanitize)
 #     bench     `cusyncgen bench` of every workload (and conv_costs after conv2d)
 #     tune      `cusyncgen tune` of every workload: the MLP's candidates measured; Conv2D and Attention
 #               chosen among bench runs with sync warps on, spread off and their other tile shape
@@ -16,7 +16,8 @@
 # `python -m cusyncgen.results -o docs/results.md benchmarks/results` regenerates the page); every
 # result names the command that wrote it. The whole run's log: $OUT/run.log (not a result).
 # Knobs: PREBUILD_ARGS (e.g. "--workloads conv2d"), TESTS (default: every GPU test),
-# BENCHES (default "overhead mlp conv2d attention"), BENCH_ARGS (e.g. "--M 1,256"),
+# BENCHES (default "overhead mlp conv2d attention"; conv2d also writes conv-costs-<device>.md,
+# cusyncgen.commands.conv_costs), BENCH_ARGS (e.g. "--M 1,256"),
 # CHECK_ARGS (sm90_check's options, e.g. "--models gpt3 --M 200"), SANITIZE_ARGS (sanitize's),
 # SAVE_CACHE=1 (tar the cubin cache into $OUT, in 15 MB parts, to carry it to the next machine),
 # TIMELINES (per-block timelines of MLP chains, e.g. "llama:1,256 gpt3:128"; TIMELINE_CONFIGS).
@@ -46,7 +47,7 @@ status=0
 tune_args=""
 [ "$what" = tune ] && tune_args="--tune"
 # shellcheck disable=SC2086
-$PY -m cusyncgen.cuda.prebuild --jobs "$(nproc)" $tune_args ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+$PY -m cusyncgen.commands.prebuild --jobs "$(nproc)" $tune_args ${PREBUILD_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # shellcheck disable=SC2086
   { echo "# ${TESTS:+TESTS=\"$TESTS\" }bash benchmarks/gpu.sh $what: python -m pytest -m gpu ${TESTS:-tests} on $name"
@@ -55,14 +56,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if { [ "$what" = checks ] || [ "$what" = all ]; } && [ "$sm90" = 1 ]; then
   # shellcheck disable=SC2086
-  timeout 540 $PY -m cusyncgen.cuda.sm90_check ${CHECK_ARGS:-} -o "$OUT" 2>&1 | tail -n 3 | tee -a "$LOG" || status=1
+  timeout 540 $PY -m cusyncgen.commands.sm90_check ${CHECK_ARGS:-} -o "$OUT" 2>&1 | tail -n 3 | tee -a "$LOG" || status=1
 fi
 if [ "$what" = sanitize ] && [ "$sm90" = 1 ]; then
   # shellcheck disable=SC2086
-  $PY -m cusyncgen.cuda.sanitize ${SANITIZE_ARGS:-} -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+  $PY -m cusyncgen.commands.sanitize ${SANITIZE_ARGS:-} -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
 fi
 if [ "$what" = tune ]; then
-  B="$PY -m cusyncgen.cuda.bench"
+  B="$PY -m cusyncgen.commands.bench"
   timeout 900 $PY -m cusyncgen tune mlp -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
   for w in conv2d attention; do
     other=$([ $w = conv2d ] && echo "128x64x32/s4/w2x2" || echo wide)
@@ -83,7 +84,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     # shellcheck disable=SC2086
     timeout 540 $PY -m cusyncgen bench "$b" -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
     if [ "$b" = conv2d ]; then  # what posting and waiting cost the synchronized Conv2D chains
-      timeout 180 $PY -m cusyncgen.cuda.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
+      timeout 180 $PY -m cusyncgen.commands.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
     fi
   done
 fi
@@ -91,7 +92,7 @@ if [ -n "${TIMELINES:-}" ]; then
   mkdir -p "$OUT/timeline"
   for spec in $TIMELINES; do
     # shellcheck disable=SC2086
-    timeout 300 $PY -m cusyncgen.cuda.timeline --model "${spec%%:*}" --M "${spec#*:}" -o "$OUT/timeline" \
+    timeout 300 $PY -m cusyncgen.commands.timeline --model "${spec%%:*}" --M "${spec#*:}" -o "$OUT/timeline" \
       ${TIMELINE_CONFIGS:+--configs "$TIMELINE_CONFIGS"} ${TIMELINE_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
   done
   tar -czf "$OUT/timeline.tar.gz" -C "$OUT" timeline && rm -rf "$OUT/timeline"

@@ -8,15 +8,7 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-
-def data_path(name: str) -> Path:
-    """The directory ``grammar``, ``templates`` or ``runtime_cuda``: in the repository (editable
-    install) or under ``cusyncgen/_data/`` (wheel, see pyproject's force-include)."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "_data" / name
-    if packaged.is_dir():
-        return packaged
-    return here.parent / name
+from cusyncgen.paths import data_path  # noqa: E402,F401  (the package API)
 
 
 class Compiled:

@@ -22,8 +22,8 @@ from cusyncgen.errors import CusyncError
 SUBCOMMANDS = {
     "plan": ("cusyncgen.plan.cli", "main"),
     "reorder": ("cusyncgen.reorder", "main"),
-    "bench": ("cusyncgen.cuda.bench", "main"),
-    "tune": ("cusyncgen.cuda.tune", "main"),
+    "bench": ("cusyncgen.commands.bench", "main"),
+    "tune": ("cusyncgen.commands.tune", "main"),
     "results": ("cusyncgen.results", "command"),
 }
 

@@ -21,7 +21,7 @@ AXES = ir.AXES
 
 @functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    from cusyncgen import data_path
+    from cusyncgen.paths import data_path
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_path("templates"))),
                               undefined=jinja2.StrictUndefined, trim_blocks=True,

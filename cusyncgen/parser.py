@@ -13,7 +13,7 @@ from cusyncgen.errors import CusyncError, ParseError
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
-    from cusyncgen import data_path
+    from cusyncgen.paths import data_path
 
     grammar = data_path("grammar") / "cusync.lark"
     return lark.Lark(grammar.read_text(), parser="lalr", propagate_positions=True,

@@ -2,7 +2,7 @@
 vendor library, whether or not its result names the vendor (Attention's does not)."""
 import json
 
-from cusyncgen.cuda import bench
+from cusyncgen.commands import bench
 
 
 def _attention_like():

@@ -83,7 +83,7 @@ def test_repeated_launches_and_graph_replays_stay_correct(sync_warp):
 def _launch_alone(att, role, kernel, producer, gemm_args, match):
     """Launch one waiting GeMM of the chain (a CUSYNC_DEBUG build) without its producer: the wait
     must time out and name the tile and semaphore instead of hanging."""
-    from cusyncgen.cuda.chain import CUSTOM_ORDER
+    from cusyncgen.cuda.chain import StageFlag
     from cusyncgen.cuda.stages import CusyncTimeoutError, Stage
     from cusyncgen.workloads.attention import num_sems
     sems = num_sems(att.compiled, "TileSync")
@@ -95,7 +95,7 @@ def _launch_alone(att, role, kernel, producer, gemm_args, match):
     b = att.buffers(seed=1)
     stream = cupy.cuda.Stream(non_blocking=True)
     # one block per tile (the fresh stage does not split)
-    kernel.launch(att.shape.grids()[grid], [gemm_args(b), cons.args(CUSTOM_ORDER), att.index["TileSync"][role], att.geometry(b)],
+    kernel.launch(att.shape.grids()[grid], [gemm_args(b), cons.args(StageFlag.CUSTOM_ORDER), att.index["TileSync"][role], att.geometry(b)],
                   stream)
     stream.synchronize()
     with pytest.raises(CusyncTimeoutError, match=match):

@@ -127,7 +127,7 @@ def test_the_cost_diagnostic_runs_the_policy_kernels_correctly():
     """conv_costs times the policy's kernels in plain stream order (posting, waiting on tiles that
     are all posted) and overlapped: every variant that is not a deliberate race must compute the
     reference, in a CUSYNC_DEBUG build (a wait that could not finish would raise)."""
-    from cusyncgen.cuda import conv_costs
+    from cusyncgen.commands import conv_costs
     point = TEST_POINTS[0]
     stream = cupy.cuda.Stream(non_blocking=True)
     chain = _chain(*point, splits=1)

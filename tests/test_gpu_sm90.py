@@ -23,6 +23,12 @@ if _gpu:
     import torch.nn.functional as Fn
 
     from cusyncgen.cuda import sm90
+    from cusyncgen.cuda.configs import Config, Ordering
+    from cusyncgen.workloads import mlp_sm90 as W
+
+    # every ordering of the sm90 family; the policy ones take a policy
+    SYNCED = (Ordering.PDL, Ordering.PERSISTENT)
+    ORDERINGS = (Ordering.STREAM, Ordering.PDL_ALONE) + SYNCED
 
 
 def _configs():
@@ -30,7 +36,18 @@ def _configs():
 
 
 def _rel(out, ref):
-    return sm90.rel_err(out, ref)
+    return W.torch_rel_err(out, ref)
+
+
+def _cfg(ordering, policy):
+    return W.config_of(ordering, policy)
+
+
+def _chain(model, M, cfg, config, bufs, splits="none", grouped2=False, banded1=False, store="pair", banded2=False,
+           config2=None, grouped1=False, timeout_ns=2_000_000_000):
+    tiles = W.Sm90Tiles(config, grouped2, banded1, banded2, grouped1, config2)
+    return W.mlp_chain(model, M, cfg, tiles, tuple(t.data_ptr() for t in bufs), splits=splits, store=store,
+                       timeout_ns=timeout_ns)
 
 
 @pytest.mark.parametrize("epi", ["identity", "gelu_tanh", "gelu_erf", "swiglu"])
@@ -147,11 +164,11 @@ def test_stock_reference_kernels():
 
 
 def _mlp_case(model, M):
-    return sm90.mlp_case(model, M, seed=M)
+    return W.mlp_case(model, M, seed=M)
 
 
 def _wrong_in_three_launches(r, Y, Z, Yref, Zref):
-    """Three launches of an MlpRunner on poisoned outputs (the epochs advance, nothing is reset):
+    """Three launches of an MLP chain on poisoned outputs (the epochs advance, nothing is reset):
     None, or (name, Y error, Z error) of the first launch off the reference."""
     for _ in range(3):
         Y.fill_(float("nan"))
@@ -184,15 +201,15 @@ def _bad_alternating(r, Xs, X, X2, Za, Zb, Y, Z, launches):
 @pytest.mark.parametrize("M", [1, 200])
 def test_mlp_every_ordering_and_policy(model, M):
     X, W1, W2, Yref, Zref = _mlp_case(model, M)
-    m = sm90.MODELS[model]
-    Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+    m = W.model_of(model)
+    Y = torch.empty(M, m.K2, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
     wrong = []
     for c in _configs():
-        if m.epilogue1 == sm90.EPI_SWIGLU_PAIR and sm90.tile_dims(c)[1] != 128:
+        if m.swiglu_epilogue and sm90.tile_dims(c)[1] != 128:
             continue
-        for o in sm90.ORDERINGS:
-            sync = o in ("pdl+policy", "chain")
+        for o in ORDERINGS:
+            sync = o in SYNCED
             for p, sp, g2, b1, st, b2 in [(p, "none", False, False, "quad", False)
                                           for p in (sm90.POLICIES if sync else (None,))] + \
                     [("TileSync" if sync else None, (3, 2), True, False, "quad", False),
@@ -201,9 +218,8 @@ def test_mlp_every_ordering_and_policy(model, M):
                      ("TileSync" if sync else None, "none", False, True, "pair", True),   # both GeMMs banded
                      ("RowSync" if sync else None, "none", False, False, "pair", False),
                      ("TileSync" if sync else None, "auto", True, None, "pair", False)]:  # both grouped (G1)
-                r = sm90.MlpRunner(model, M, o, p, c, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                                   Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2,
-                                   banded1=bool(b1), store=st, banded2=b2, grouped1=b1 is None)
+                r = _chain(model, M, _cfg(o, p), c, (X, W1, W2, Y, Z), splits=sp, grouped2=g2, banded1=bool(b1),
+                           store=st, banded2=b2, grouped1=b1 is None)
                 w = _wrong_in_three_launches(r, Y, Z, Yref, Zref)
                 if w:
                     wrong.append(w)
@@ -226,35 +242,32 @@ def test_mlp_per_gemm_tile_configs(model, M, c1, c2):
     row block its rows overlap; every two-launch ordering and policy, with split-K tails and the
     L2-friendly orders, three launches each, and 40 launches alternating two inputs without reset."""
     X, W1, W2, Yref, Zref = _mlp_case(model, M)
-    m = sm90.MODELS[model]
-    Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+    m = W.model_of(model)
+    Y = torch.empty(M, m.K2, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
     wrong = []
-    for o in ("stream", "pdl", "pdl+policy"):
-        sync = o == "pdl+policy"
+    for o in (Ordering.STREAM, Ordering.PDL_ALONE, Ordering.PDL):
+        sync = o in SYNCED
         for p, sp, g2, b1, b2, g1 in [(p, "none", False, False, False, False) for p in (sm90.POLICIES if sync
                                                                                     else (None,))] + \
                 [("TileSync" if sync else None, "auto", True, True, False, False),
                  ("RowSync" if sync else None, ((2, 4), (3, 8)), False, True, True, False),
                  ("RowSync" if sync else None, "none", True, False, False, True)]:   # both grouped
-            r = sm90.MlpRunner(model, M, o, p, c1, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                               Z.data_ptr(), timeout_ns=2_000_000_000, splits=sp, grouped2=g2, banded1=b1,
-                               banded2=b2, config2=c2, grouped1=g1)
+            r = _chain(model, M, _cfg(o, p), c1, (X, W1, W2, Y, Z), splits=sp, grouped2=g2, banded1=b1, banded2=b2,
+                       config2=c2, grouped1=g1)
             assert f"{c1}+{c2}" in r.name
             w = _wrong_in_three_launches(r, Y, Z, Yref, Zref)
             if w:
                 wrong.append(w)
     assert not wrong
     with pytest.raises(sm90.Sm90Error, match="one tile config"):
-        sm90.MlpRunner(model, M, "chain", "RowSync", c1, X.data_ptr(), W1.data_ptr(), W2.data_ptr(), Y.data_ptr(),
-                       Z.data_ptr(), config2=c2)
+        _chain(model, M, Config("RowSync", Ordering.PERSISTENT), c1, (X, W1, W2, Y, Z), config2=c2)
     if M != 200:
         return
     X2 = torch.randn_like(X.float()).half()
-    Zb = sm90.mlp_reference(model, X2, W1, W2)[1]
+    Zb = W.mlp_reference(model, X2, W1, W2)[1]
     Xs = X.clone()
-    r = sm90.MlpRunner(model, M, "pdl+policy", "TileSync", c1, Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
-                       Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, config2=c2)
+    r = _chain(model, M, Config("TileSync", Ordering.PDL), c1, (Xs, W1, W2, Y, Z), config2=c2)
     assert _bad_alternating(r, Xs, X, X2, Zref, Zb, Y, Z, 40) == 0
 
 
@@ -262,17 +275,17 @@ def test_chain_stress_alternating_inputs():
     model, M = "gpt3", 256
     X, W1, W2, _, Za = _mlp_case(model, M)
     X2 = torch.randn_like(X.float()).half()
-    m = sm90.MODELS[model]
-    Zb = sm90.mlp_reference(model, X2, W1, W2)[1]
+    m = W.model_of(model)
+    Zb = W.mlp_reference(model, X2, W1, W2)[1]
     Xs = X.clone()
-    Y = torch.empty(M, m.F, device="cuda", dtype=torch.half)
+    Y = torch.empty(M, m.K2, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
     tails = ((3, 40), (2, 100))   # split-K tails: tiles 40.. of the first GeMM, 100.. of the second
-    for o, b1, sp in (("chain", False, "none"), ("pdl+policy", False, "none"), ("chain", True, "none"),
-                      ("chain", True, tails), ("pdl+policy", False, tails)):
-        r = sm90.MlpRunner(model, M, o, "TileSync", "128x128x64", Xs.data_ptr(), W1.data_ptr(), W2.data_ptr(),
-                           Y.data_ptr(), Z.data_ptr(), timeout_ns=2_000_000_000, banded1=b1, splits=sp,
-                           banded2=b1)
+    for o, b1, sp in ((Ordering.PERSISTENT, False, "none"), (Ordering.PDL, False, "none"),
+                      (Ordering.PERSISTENT, True, "none"), (Ordering.PERSISTENT, True, tails),
+                      (Ordering.PDL, False, tails)):
+        r = _chain(model, M, Config("TileSync", o), "128x128x64", (Xs, W1, W2, Y, Z), banded1=b1, splits=sp,
+                   banded2=b1)
         assert _bad_alternating(r, Xs, X, X2, Za, Zb, Y, Z, 100) == 0, (o, b1, sp)
 
 
@@ -283,11 +296,11 @@ def test_a_wait_that_never_completes_times_out_naming_the_tile_and_semaphore(pol
     producer tile and semaphore of the first wait that gave up, with what it saw and wanted."""
     model, M = "gpt3", 128
     X, W1, W2, _, _ = _mlp_case(model, M)
-    m = sm90.MODELS[model]
-    Y = torch.zeros(M, m.F, device="cuda", dtype=torch.half)
+    m = W.model_of(model)
+    Y = torch.zeros(M, m.K2, device="cuda", dtype=torch.half)
     Z = torch.empty(M, m.H, device="cuda", dtype=torch.half)
-    r = sm90.MlpRunner(model, M, "pdl+policy", policy, "64x128x64" if config2 else "128x128x64", X.data_ptr(),
-                       W1.data_ptr(), W2.data_ptr(), Y.data_ptr(), Z.data_ptr(), timeout_ns=20_000_000, config2=config2)
+    r = _chain(model, M, Config(policy, Ordering.PDL), "64x128x64" if config2 else "128x128x64", (X, W1, W2, Y, Z),
+               config2=config2, timeout_ns=20_000_000)
     r.plans[1].launch(torch.cuda.current_stream().cuda_stream)   # the consumer alone
     torch.cuda.synchronize()
     with pytest.raises(sm90.Sm90Error, match=r"a wait timed out: block \d+ gemm 0 tile \(\d+, 0\) producer tile "

@@ -1,4 +1,4 @@
-"""The sm90 checks a developer runs on a Hopper GPU (cusyncgen.cuda.sm90_check, cusyncgen.cuda.sanitize),
+"""The sm90 checks a developer runs on a Hopper GPU (cusyncgen.commands.sm90_check, cusyncgen.commands.sanitize),
 each on a small part of its sweep: every ordering and policy of one tile config and one tile pair
 checked and stressed (alternating inputs, back-to-back launches, graph replays); the sanitizer's
 variants launched as they run under memcheck/synccheck and with their waits presatisfied (racecheck);
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason=_why or "GPU 
 
 
 def test_checks_and_stress_of_one_tile_config_and_pair(tmp_path):
-    from cusyncgen.cuda import sm90_check
+    from cusyncgen.commands import sm90_check
 
     argv = ["--models", "gpt3", "--M", "200", "--configs", "128x128x64", "--pairs", "64x128x64+128x128x64",
             "--banded1", "off,g1", "--stress-M", "128", "--stress-alternating", "20", "--stress-launches", "50",
@@ -29,7 +29,7 @@ def test_checks_and_stress_of_one_tile_config_and_pair(tmp_path):
     assert sm90_check.main(argv) == 0
     [log] = tmp_path.glob("sm90-checks-*.log")
     lines = log.read_text().splitlines()
-    assert lines[0].startswith("# python -m cusyncgen.cuda.sm90_check --models gpt3 --M 200")
+    assert lines[0].startswith("# python -m cusyncgen.commands.sm90_check --models gpt3 --M 200")
     checks = [line for line in lines if line.startswith("check ")]
     stress = [line for line in lines if line.startswith("stress ")]
     assert checks and stress and all(line.endswith(" ok") for line in checks)
@@ -40,7 +40,7 @@ def test_checks_and_stress_of_one_tile_config_and_pair(tmp_path):
 
 @pytest.mark.parametrize("mode", ["run", "presatisfied"])
 def test_the_sanitizer_target_runs_every_variant(mode, capsys):
-    from cusyncgen.cuda import sm90_check
+    from cusyncgen.commands import sm90_check
 
     assert sm90_check.main(["--sanitizer-target", mode]) == 0
     out = capsys.readouterr().out
@@ -51,7 +51,7 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
 
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer is not on PATH")
 def test_memcheck_on_the_rowsync_variants(tmp_path):
-    from cusyncgen.cuda import sanitize
+    from cusyncgen.commands import sanitize
 
     assert sanitize.main(["--tools", "memcheck", "--only", "RowSync", "-o", str(tmp_path)]) == 0
     [log] = tmp_path.glob("sanitize-*.log")

@@ -73,7 +73,7 @@ def test_the_device_default_is_the_sm90_family():
 
 
 def test_a_one_size_bench_has_every_row_the_report_reads():
-    from cusyncgen.cuda.bench import markdown
+    from cusyncgen.commands.bench import markdown
     res = W.bench(models="llama-ep", sizes=[64], iters=3, progress=False)
     assert res["kernel"] == "sm90" and all(r["kernel"] == "sm90" for r in res["rows"])
     configs = {r["config"] for r in res["rows"]}

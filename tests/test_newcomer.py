@@ -17,7 +17,7 @@ import pytest
 
 import cusyncgen
 from cusyncgen import cli, files
-from cusyncgen.cuda import tune
+from cusyncgen.commands import tune
 from cusyncgen.errors import CusyncError
 
 ROOT = Path(__file__).resolve().parent.parent

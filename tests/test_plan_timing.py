@@ -139,13 +139,13 @@ def test_cli_calibrated(capsys):
 def h200_points():
     if not CACHE.is_file():
         pytest.skip("no stored H200 tune cache")
-    from cusyncgen.cuda import tune
+    from cusyncgen.commands import tune
     cache = json.loads(CACHE.read_text())
     return tune.calibration_points(cache, next(iter(cache)))
 
 
 def test_calibration_reproduces_the_stored_h200_constants(h200_points):
-    from cusyncgen.cuda.tune import CALIBRATION_M
+    from cusyncgen.commands.tune import CALIBRATION_M
     from cusyncgen.plan import calibrate
     cal = [p for p in h200_points if p.size in CALIBRATION_M]
     assert len(cal) == 15 and len(h200_points) == 27
@@ -153,7 +153,7 @@ def test_calibration_reproduces_the_stored_h200_constants(h200_points):
 
 
 def test_calibrated_terms_beat_lockstep(h200_points):
-    from cusyncgen.cuda.tune import CALIBRATION_M
+    from cusyncgen.commands.tune import CALIBRATION_M
     from cusyncgen.plan import calibrate
     t, lock = TIMINGS["h200"], Timing(tile_tflops=TIMINGS["h200"].tile_tflops)
     for subset in ([p for p in h200_points if p.size in CALIBRATION_M],
@@ -165,7 +165,7 @@ def test_calibrated_terms_beat_lockstep(h200_points):
 
 def test_calibration_predicts_what_make_plan_recommends(h200_points):
     # the calibration's fast path and the planner (tune.predict_from) agree
-    from cusyncgen.cuda import tune
+    from cusyncgen.commands import tune
     from cusyncgen.workloads.mlp import default_tiles
     from cusyncgen.plan import calibrate
     cache = json.loads(CACHE.read_text())["NVIDIA H200"]

@@ -11,6 +11,7 @@ import pytest
 
 import cusyncgen
 from cusyncgen.cuda import sm90
+from cusyncgen.workloads import mlp_sm90 as W
 from cusyncgen.ir import DimMap, OrderIR, PolicyIR
 
 MLP_CASES = [("gpt3", M, c) for M in (1, 300, 4096) for c in sm90.CONFIGS] + \
@@ -40,10 +41,10 @@ def _all_tiles(ext):
 
 @pytest.mark.parametrize("model,M,config", MLP_CASES)
 def test_mlp_descriptors_match_ir(model, M, config):
-    pols, o1, o2 = sm90.compiled_mlp(model, M, config)
+    pols, o1, o2 = W.compiled_mlp(model, M, config)
     assert set(pols) >= {"TileSync", "RowSync"}
     bm, bn, _ = sm90.tile_dims(config)
-    m = sm90.MODELS[model]
+    m = W.model_of(model)
     # the orders cover the kernel's tile grid: X = N / BN, Y = ceil(M / BM)
     assert o1.extent == (m.N1 // bn, -(-M // bm), 1)
     assert o2.extent == (m.H // bn, -(-M // bm), 1)
@@ -175,13 +176,13 @@ def test_gemm_desc_splits():
 
 def test_mlp_splits():
     none = (sm90.NO_SPLIT, sm90.NO_SPLIT)
-    assert sm90.mlp_splits("gpt3", 4096, "128x256x64", "auto") == none
-    s1, s2 = sm90.mlp_splits("gpt3", 64, "64x128x64", "auto")
+    assert W.mlp_splits("gpt3", 4096, "128x256x64", "auto") == none
+    s1, s2 = W.mlp_splits("gpt3", 64, "64x128x64", "auto")
     assert s1.S > 1 and sm90.has_split((s1, s2))
-    assert sm90.mlp_splits("gpt3", 64, "64x128x64", "none") == none and not sm90.has_split(none)
-    assert sm90.mlp_splits("gpt3", 64, "64x128x64", (3, 2)) == (sm90.Split(3), sm90.Split(2))
-    assert sm90.mlp_splits("llama-ep", 512, "128x128x64", "auto")[0] == sm90.Split(3, 132)
-    assert sm90.mlp_splits("gpt3", 64, "64x128x64", ((3, 10), 1)) == (sm90.Split(3, 10), sm90.NO_SPLIT)
+    assert W.mlp_splits("gpt3", 64, "64x128x64", "none") == none and not sm90.has_split(none)
+    assert W.mlp_splits("gpt3", 64, "64x128x64", (3, 2)) == (sm90.Split(3), sm90.Split(2))
+    assert W.mlp_splits("llama-ep", 512, "128x128x64", "auto")[0] == sm90.Split(3, 132)
+    assert W.mlp_splits("gpt3", 64, "64x128x64", ((3, 10), 1)) == (sm90.Split(3, 10), sm90.NO_SPLIT)
 
 
 ABI_MAIN = r"""
@@ -235,7 +236,7 @@ def test_config_names_and_cluster_grids():
 
 def test_wrong_tile_width_for_llama_ep_is_a_clear_error():
     with pytest.raises(cusyncgen.errors.CusyncError, match="128 wide"):
-        sm90.dep_params(sm90.MODELS["llama-ep"], 256, "128x256x64")
+        W.dep_params(W.model_of("llama-ep"), 256, "128x256x64")
 
 
 HOST_MAIN = r"""
@@ -299,8 +300,8 @@ def test_policy_desc_header_on_the_host_matches_ir(tmp_path):
     src.write_text(HOST_MAIN)
     exe = tmp_path / "main"
     subprocess.run([cxx, "-std=c++17", "-O1", f"-I{sm90.source_dir().parent}", str(src), "-o", str(exe)], check=True)
-    pols = list(sm90.compiled_mlp("gpt3", 300, "128x128x64")[0].values()) + _extra_policies()
-    orders = list(sm90.compiled_mlp("llama-ep", 300, "64x128x64")[1:]) + _extra_orders()
+    pols = list(W.compiled_mlp("gpt3", 300, "128x128x64")[0].values()) + _extra_policies()
+    orders = list(W.compiled_mlp("llama-ep", 300, "64x128x64")[1:]) + _extra_orders()
     inp, want = [], []
     for p in pols:
         d = sm90.policy_desc(p)
@@ -373,14 +374,14 @@ def test_library_builds_for_sm90a_with_hgmma_and_no_local_memory():
 
 def test_stored_descriptors_equal_the_compiled_ones(tmp_path, monkeypatch):
     """A GPU machine without lark reads the descriptors `build` wrote: the same PolicyIR/OrderIR."""
-    path = sm90.write_descriptors(tmp_path / sm90.DESCRIPTORS)
+    path = W.write_descriptors(tmp_path / W.DESCRIPTORS)
     monkeypatch.setattr(sm90, "library_path", lambda: tmp_path / sm90.LIB_NAME)
-    sm90._stored_descriptors.cache_clear()
+    W._stored_descriptors.cache_clear()
     try:
-        table = sm90._stored_descriptors()
+        table = W._stored_descriptors()
         assert path.is_file() and len(table) > 0
         for (model, M, config), (pols, o1, o2) in table.items():
-            want = sm90._compile_mlp(model, M, config)
+            want = W._compile(W.model_of(model), M, config)
             assert (pols, o1, o2) == want
     finally:
-        sm90._stored_descriptors.cache_clear()
+        W._stored_descriptors.cache_clear()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cusyncgen.cuda import sanitize, sm90, sm90_check
+from cusyncgen.commands import sanitize, sm90, sm90_check
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = {"benchmarks/README.md", "benchmarks/gpu.sh", "benchmarks/compiler_scale.py"}
@@ -85,7 +85,7 @@ def test_the_sanitizer_runs_every_ordering_policy_and_epilogue():
 
 
 MEMCHECK = """========= COMPUTE-SANITIZER
-# python -m cusyncgen.cuda.sm90_check --sanitizer-target run on NVIDIA H100 80GB HBM3, library lib-x
+# python -m cusyncgen.commands.sm90_check --sanitizer-target run on NVIDIA H100 80GB HBM3, library lib-x
 variant gpt3 M=128 StreamSync 128x128x64: ok (rel err 1.00e-04)
 variant gpt3 M=128 TileSync Chain 128x128x64: ok (rel err 1.00e-04)
 ========= ERROR SUMMARY: {n} errors

@@ -1,6 +1,6 @@
-"""The per-block timeline summary (cusyncgen.cuda.timeline), on synthetic block records: which SM
+"""The per-block timeline summary (cusyncgen.commands.timeline), on synthetic block records: which SM
 held how many blocks at once, spans and waits, in microseconds from the chain's first block."""
-from cusyncgen.cuda import timeline
+from cusyncgen.commands import timeline
 
 
 def _b(sm, start, end, wait=0):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from cusyncgen.cuda import tune
+from cusyncgen.commands import tune
 from dataclasses import asdict
 
 from cusyncgen.workloads.mlp import default_tiles
@@ -105,7 +105,7 @@ def test_split_k_rows_are_candidates_and_their_stream_order_a_baseline():
 
 
 def test_bench_markdown_keeps_split_rows_out_of_the_same_kernel_column():
-    from cusyncgen.cuda import bench
+    from cusyncgen.commands import bench
     rows = [dict(_row("L4", 4, c, t), baseline_spread=0.01, splits=8 if c.endswith("/split-K") else 1,
                  speedup_vs_streamsync=150.0 / t)
             for c, t in (("StreamSync", 150.0), ("PDL", 149.0), ("RowSync+PDL+R", 140.0), ("StreamSync/split-K", 62.0),
@@ -263,7 +263,7 @@ def test_options_of_another_workload_are_usage_errors(capsys):
     with pytest.raises(SystemExit) as exc:
         tune.main(["conv2d", "--models", "gpt3", "--from-json", "x.json"])
     assert exc.value.code == 2 and "--models: gpt3 not among conv2d's (resnet38, vgg19)" in capsys.readouterr().err
-    from cusyncgen.cuda import bench
+    from cusyncgen.commands import bench
     with pytest.raises(SystemExit) as exc:
         bench.main(["mlp", "--tiles", "wide"])
     assert exc.value.code == 2 and "--tiles is not an option of mlp" in capsys.readouterr().err

@@ -4,7 +4,9 @@ StageArgs flags and launch options as the runtime expects; the one-launch (persi
 is an extension point no sm80 workload offers and the chain refuses without its launcher."""
 import pytest
 
-from cusyncgen.cuda.chain import CUSTOM_ORDER, PDL_TRIGGER, PDL_WAIT, Chain, steps
+from cusyncgen.cuda.chain import Chain, StageFlag, launches, steps
+
+CUSTOM_ORDER, PDL_TRIGGER, PDL_WAIT = StageFlag.CUSTOM_ORDER, StageFlag.PDL_TRIGGER, StageFlag.PDL_WAIT
 from cusyncgen.cuda.configs import PDL_ALONE, SM80_ORDERINGS, STREAM_SYNC, Config, Ordering, policy_configs
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import REGISTRY, Workload, get
@@ -26,7 +28,7 @@ def test_unknown_workload_names_the_known_ones():
 
 
 def test_prebuild_covers_every_workload_with_unique_module_names():
-    from cusyncgen.cuda import prebuild
+    from cusyncgen.commands import prebuild
     srcs = prebuild.sources([1, 256])
     names = [s.name for s in srcs]
     assert len(names) == len(set(names))
@@ -51,11 +53,13 @@ def test_steps_decode_every_ordering():
     assert [s.flags for s in steps(Config("RowSync", Ordering.STREAM, True), 2)] == [CUSTOM_ORDER, CUSTOM_ORDER]
 
 
-def test_the_persistent_ordering_is_named_but_refused_without_a_kernel_family():
+def test_the_persistent_ordering_is_one_launch_and_refused_without_a_kernel_family():
     cfg = Config.parse("RowSync+Chain+R")
     assert cfg == Config("RowSync", Ordering.PERSISTENT, True, True) and cfg.name == "RowSync+Chain+R"
-    with pytest.raises(CusyncError, match="launched by its kernel family"):
-        steps(cfg, 2)
+    plan = steps(cfg, 3)
+    assert [s.joined for s in plan] == [False, True, True] and launches(plan) == [[0, 1, 2]]
+    assert all(s.flags == CUSTOM_ORDER and not s.pdl and not s.side_stream and not s.wait_kernel for s in plan)
+    assert launches(steps(Config("RowSync", Ordering.PDL), 3)) == [[0], [1], [2]]
     chain = Chain.__new__(Chain)  # no streams needed to refuse
     chain.n = 2
     with pytest.raises(CusyncError, match="no one-launch"):
@@ -180,6 +184,6 @@ def test_a_second_kernel_family_registers_beside_the_first(monkeypatch):
     assert w.get("mlp", "sm90") is Hopper and w.get("mlp") is MLP and w.kernels() == ["sm80", "sm90"]
     with pytest.raises(KeyError, match="no sm90 kernels for conv2d"):
         w.get("conv2d", "sm90")
-    from cusyncgen.cuda.bench import result_stem
+    from cusyncgen.commands.bench import result_stem
     assert result_stem("mlp", "NVIDIA H100 80GB HBM3", {}, "sm90") == "mlp-nvidia-h100-80gb-hbm3-sm90"
     assert result_stem("conv2d", "NVIDIA H200", {"sync_warp": True}) == "conv2d-nvidia-h200-syncwarp-on"

@@ -196,7 +196,7 @@ def test_conv2d(fake_gpu, model, layer, batch, sync_warp):
 
 
 def test_conv2d_cost_variants(fake_gpu):
-    from cusyncgen.cuda import conv_costs
+    from cusyncgen.commands import conv_costs
     from cusyncgen.workloads.conv2d import ConvChain
     chain = ConvChain("resnet38", "L2", 3, splits=1)
     L = chain.layer

@@ -1,7 +1,8 @@
 """The sm90 MLP workload without a GPU: the registry holds both kernel families of the MLP, the
 device's compute capability picks the default one, the sm90 configurations and their names, every
-configuration launched through a recording stand-in for the sm90 runner (the ordering and policy
-it asks for, its buffers), and the bench / tune rows, report and dispatch table of the family."""
+configuration launched through the sm90 chain onto a recording stand-in for the library's plans
+(the launches chain.steps decodes, their flags, GeMMs, policies and buffers), and the bench / tune
+rows, report and dispatch table of the family."""
 import json
 import sys
 import types
@@ -68,23 +69,31 @@ def test_llama_is_refused_with_a_reason_and_tiles_fit_the_models():
     assert W.default_tile("gpt3", 512) == "128x192x64tma" and W.default_tile("llama-ep", 4096) == "128x128x64tma"
 
 
-class _Runner:
+class _Plan:
+    """Stands for sm90.Plan: records what one launch would be (the real one is tests/test_sm90_lib.py's)."""
+
     made = []
 
-    def __init__(self, model, M, ordering, policy, config, X, W1, W2, Y, Z, timeout_ns=0, splits="none",
-                 grouped2=False, banded1=False, banded2=False, config2=None, grouped1=False):
-        self.args = (model, M, ordering, policy, config, splits)
-        self.config2 = config2
-        self.ptrs = (X, W1, W2, Y, Z)
+    def __init__(self, config, gemms, ticket=0, grid=0, flags=sm90.LaunchFlag.NONE, timeout_ns=0, debug=0):
+        self.config, self.flags, self.ticket, self.timeout_ns = config, flags, ticket, timeout_ns
+        self.gemms = [sm90.Gemm.from_buffer_copy(g) for g in gemms]
         self.launched = []
-        self.checked = 0
-        _Runner.made.append(self)
+        _Plan.made.append(self)
 
     def launch(self, stream=0):
         self.launched.append(stream)
 
-    def check_debug(self):
-        self.checked += 1
+
+class _Tensor(FakeArray):
+    def __init__(self, n, failed=0):
+        super().__init__((n,))
+        self.failed = failed
+
+    def cpu(self):
+        return self
+
+    def tolist(self):
+        return [self.failed] + [0] * (self.size - 1)
 
 
 @pytest.fixture()
@@ -92,13 +101,15 @@ def fake_sm90(fake_gpu, monkeypatch):  # noqa: F811
     fake_cupy = sys.modules["cupy"]
     fake_cupy.cuda.runtime = types.SimpleNamespace(deviceSynchronize=lambda: None)
     monkeypatch.setattr(sm90, "library", lambda: types.SimpleNamespace(configs=W.CONFIGS))
-    monkeypatch.setattr(sm90, "MlpRunner", _Runner)
-    _Runner.made.clear()
-    yield _Runner.made
+    monkeypatch.setattr(sm90.launch, "Plan", _Plan)
+    monkeypatch.setattr(sm90.launch, "torch", types.SimpleNamespace(
+        device=lambda name: name, int32="int32", int64="int64", zeros=lambda n, dtype=None, device=None: _Tensor(n)))
+    _Plan.made.clear()
+    yield _Plan.made
 
 
 @pytest.mark.parametrize("model,M,tile", [("gpt3", 1, "64x128x64"), ("llama-ep", 200, "128x128x64")])
-def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, tile):
+def test_every_configuration_runs_through_the_sm90_chain(fake_sm90, model, M, tile):
     mlp = MLPSm90(model, M, tile)
     names = [c.name for c in mlp.configs()]
     assert ("RowSync+Chain/split-K" in names) == sm90.has_split(mlp.splits_of("auto"))
@@ -106,28 +117,34 @@ def test_every_configuration_runs_through_the_sm90_runner(fake_sm90, model, M, t
     y, z = FakeArray((1,)), FakeArray((1,))
     stream = FakeStream()
     stream.ptr = 77
+    L = sm90.LaunchFlag
     for cfg in mlp.configs():
+        before = len(fake_sm90)
         mlp.run(stream, cfg, x, w1, w2, y, z)
-        r = fake_sm90[-1]
-        assert r.args == (model, M, W.RUNNER_ORDERING[cfg.ordering], cfg.policy, tile, cfg.splits)
-        assert r.ptrs == (x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr) and r.launched == [77]
-    assert {r.args[2] for r in fake_sm90} == {"stream", "pdl", "pdl+policy", "chain"}
+        plans = fake_sm90[before:]
+        assert all(p.launched == [77] and p.config == tile for p in plans)
+        gemms = [g for p in plans for g in p.gemms]
+        assert [(g.A, g.B, g.C) for g in gemms] == [(x.data.ptr, w1.data.ptr, y.data.ptr),
+                                                    (y.data.ptr, w2.data.ptr, z.data.ptr)]
+        assert [(g.splits, g.split_from) for g in gemms] == [tuple(s) for s in mlp.splits_of(cfg.splits)]
+        assert bool(gemms[1].in_sems) == (cfg.policy is not None) and gemms[1].in_sems == gemms[0].out_sems
+        flags = {Ordering.STREAM: [L.NONE, L.NONE], Ordering.PDL_ALONE: [L.PDL_TRIGGER, L.PDL_LAUNCH | L.PDL_WAIT],
+                 Ordering.PDL: [L.PDL_TRIGGER, L.PDL_LAUNCH], Ordering.PERSISTENT: [L.NONE]}[cfg.ordering]
+        assert [p.flags for p in plans] == flags
+        assert [bool(p.ticket) for p in plans] == [cfg.policy is not None and p is plans[-1] for p in plans]
     made = len(fake_sm90)
-    chain = next(r for r in fake_sm90 if r.args[2:4] == ("chain", "RowSync") and r.args[5] == "none")
+    chain = next(r for (cfg, *_), r in mlp._runners.items() if cfg.name == "RowSync+Chain")
     mlp.run(stream, Config("RowSync", Ordering.PERSISTENT, True), x, w1, w2, y, z)   # a plain Config: no split-K
-    assert len(fake_sm90) == made and chain.launched == [77, 77]   # the same buffers: the runner is reused
+    assert len(fake_sm90) == made and chain.plans[0].launched == [77, 77]   # the same buffers: the chain is reused
     other = FakeArray((1,))
-    mlp.run(stream, Config("RowSync", Ordering.PERSISTENT, True), other, w1, w2, y, z)   # new buffers: a new runner
+    mlp.run(stream, Config("RowSync", Ordering.PERSISTENT, True), other, w1, w2, y, z)   # new buffers: a new chain
     assert len(fake_sm90) == made + 1
     mlp.check_stages()
-    assert all(r.checked == 1 for r in fake_sm90) and mlp.timed_out() == {}
-
-    def timed_out():
-        raise sm90.Sm90Error("a wait timed out: block 3")
-    chain.check_debug = timed_out
-    with pytest.raises(sm90.Sm90Error, match="block 3"):
+    assert mlp.timed_out() == {}
+    chain.debug.failed = 1   # the device's record of a wait that gave up
+    with pytest.raises(sm90.Sm90Error, match=f"sm90 {tile} RowSync\\+Chain: a wait timed out: block 0"):
         mlp.check_stages()
-    assert mlp.timed_out() == {"RowSync+Chain": "a wait timed out: block 3"}
+    assert list(mlp.timed_out()) == ["RowSync+Chain"]
 
 
 def test_per_gemm_tile_configs_run_without_the_chain(fake_sm90):
@@ -139,13 +156,14 @@ def test_per_gemm_tile_configs_run_without_the_chain(fake_sm90):
     assert mlp.tiles.label == "64x128x64+128x128x64" and mlp.tiles.tile2 == "128x128x64"
     d = mlp.tiles.as_dict()
     assert d["config2"] == "128x128x64" and d["g1"] == {"BM": 64, "BN": 128} and d["g2"] == {"BM": 128, "BN": 128}
-    assert mlp.splits_of("auto") == sm90.mlp_splits("gpt3", 128, "64x128x64", "auto", "128x128x64")
+    assert mlp.splits_of("auto") == W.mlp_splits("gpt3", 128, "64x128x64", "auto", "128x128x64")
     x, w1, w2, y, z = (FakeArray((1,)) for _ in range(5))
     stream = FakeStream()
     stream.ptr = 5
     for cfg in mlp.configs():
         mlp.run(stream, cfg, x, w1, w2, y, z)
-    assert {r.config2 for r in fake_sm90} == {"128x128x64"} and {r.args[4] for r in fake_sm90} == {"64x128x64"}
+    # two launches each: the first GeMM on its tile, the second on its own
+    assert [p.config for p in fake_sm90] == ["64x128x64", "128x128x64"] * len(mlp.configs())
     # the same config twice is no pair; one that does not fit the second GeMM is refused
     same = MLPSm90("gpt3", 128, "128x128x64", tile2="128x128x64")
     assert same.tile2 is None and same.tiles.label == "128x128x64" and "RowSync+Chain" in [c.name for c in same.configs()]
@@ -229,7 +247,7 @@ def test_a_choice_slower_than_the_stream_order_when_re_measured_falls_back_to_it
 
 
 def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
-    from cusyncgen.cuda import tune
+    from cusyncgen.commands import tune
     fast = {(1, "128x192x64"): [11, 10, 10, 4, 10, 10], (512, "128x256x64 B1 G2"): [11, 10, 10, 3, 10, 10]}
     # the GeMMs alone: the same tile at M = 1, a pair of their own at M = 512 (measured with it)
     alone = {1: ("128x192x64", "128x192x64"), 512: ("256x128x64", "128x256x64")}
@@ -287,7 +305,7 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
 
 def test_bench_picks_the_sm90_family_on_an_sm90_device(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
     import cusyncgen.cuda as cuda
-    from cusyncgen.cuda import bench
+    from cusyncgen.commands import bench
     monkeypatch.setattr(cuda, "available", lambda: (True, ""))
     asked = []
 
@@ -318,7 +336,7 @@ def test_bench_picks_the_sm90_family_on_an_sm90_device(fake_gpu, monkeypatch, tm
 
 def test_bench_of_llama_on_an_sm90_device_says_what_to_do(fake_gpu, monkeypatch, tmp_path, capsys):  # noqa: F811
     import cusyncgen.cuda as cuda
-    from cusyncgen.cuda import bench
+    from cusyncgen.commands import bench
     monkeypatch.setattr(cuda, "available", lambda: (True, ""))
     assert bench.main(["mlp", "--models", "llama", "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err
@@ -331,13 +349,13 @@ def test_the_overhead_benchmark_has_an_sm90_family_on_one_producer_wave():
     from cusyncgen.workloads import overhead_sm90 as O
     assert FAMILIES["overhead"]["sm90"] is OverheadSm90 and OverheadSm90.sources() == []
     assert default_kernel("overhead", "sm_90a") == "sm90" and default_kernel("overhead", "sm_80") == "sm80"
-    m = sm90.model_of(O.MODEL)
+    m = W.model_of(O.WAVE)
     bm, bn, _ = sm90.tile_dims(O.TILE)
     M = bm * 66
-    (N1, K1), (N2, K2) = sm90.mlp_sizes(m)
+    (N1, K1), (N2, K2) = W.gemm_shapes(m)
     assert (M // bm) * (N1 // bn) == 132 and K1 // 64 == 8 and K2 // 64 == 4   # one producer wave, light tiles
-    pols, o1, o2 = sm90.compiled_mlp(O.MODEL, M, O.TILE)
+    pols, o1, o2 = W.compiled_mlp(O.WAVE, M, O.TILE)
     assert o1.num_tiles == 132 and o2.num_tiles == 264 and {"TileSync", "RowSync"} <= set(pols)
-    assert O.MODEL not in sm90.MODELS   # not an MLP workload model: no descriptors beside the library
-    with pytest.raises(sm90.Sm90Error, match="unknown model 'bert'"):
-        sm90.model_of("bert")
+    assert O.MODEL not in W.MODELS   # not an MLP workload model: no descriptors beside the library
+    with pytest.raises(CusyncError, match="no model 'bert'"):
+        W.model_of("bert")

@@ -3,9 +3,10 @@
 Needs CuPy and cuda.bindings (the `cuda` extra) and a CUDA GPU; everything else in cusyncgen works
 without them. The workloads themselves are cusyncgen.workloads (one module each, importable without
 CuPy); this package holds what they share: building modules (build), loading and launching them
-(driver), the checked kernel ABI (abi), the launch orderings (configs, chain), stages, timing, and
-the bench / tune / prebuild / timeline commands. `available()` says whether this machine can run
-kernels, and why not.
+(driver), the checked kernel ABI (abi), the launch orderings (configs, chain), stages, timing, the
+timeline records, and the Hopper library (sm90). The commands that loop over the workloads (bench,
+tune, prebuild, timeline) sit above them, in cusyncgen.commands; nothing here imports a workload.
+`available()` says whether this machine can run kernels, and why not.
 """
 from __future__ import annotations
 

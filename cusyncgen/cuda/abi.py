@@ -99,14 +99,15 @@ def layout(struct: type) -> list[tuple[str, int, int]]:
     return out
 
 
-def compare(struct: type, exported: list[int]) -> None:
+def compare(struct: type, exported: list[int], name: str | None = None) -> None:
     """Raise AbiError unless `exported` ([sizeof, offsetof field 0, ...] as the device compiled it)
     is `struct`'s layout. A field's size is checked as the distance to the next offset (or to
-    sizeof), so a field that grew, shrank or moved is named."""
+    sizeof), so a field that grew, shrank or moved is named. name: the C struct's name (default:
+    CXX_NAME's, for the SM80 kernels' structs)."""
     fields = layout(struct)
-    name = CXX_NAME[struct]
+    name = name or CXX_NAME[struct]
     if not exported:
-        raise AbiError(f"{name}: the module exports no layout ({symbol(struct)} is empty)")
+        raise AbiError(f"{name}: the module exports no layout (cusync_abi_{name} is empty)")
     size, offsets = exported[0], list(exported[1:])
     if len(offsets) != len(fields):
         raise AbiError(f"{name}: the kernels' struct has {len(offsets)} fields, the host's {len(fields)} "

@@ -32,7 +32,7 @@ class BuildError(CusyncError):
 
 def runtime_include_dir() -> Path:
     """runtime_cuda/ in a checkout, or its copy inside an installed wheel (cusyncgen.data_path)."""
-    from cusyncgen import data_path
+    from cusyncgen.paths import data_path
     candidate = data_path("runtime_cuda")
     if (candidate / "cusync" / "cusync.h").is_file():
         return candidate

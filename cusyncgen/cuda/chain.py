@@ -13,14 +13,19 @@ tile loads), plus Hopper's programmatic dependent launch:
   allowed only when every grid fits on the GPU at once, since a consumer could otherwise occupy
   every slot). "stream" with a policy runs the policy's kernels in stream order (a diagnostic:
   what posting and waiting cost with nothing to overlap).
-- "persistent" (<Policy>+Chain): one launch for the whole chain, provided by a kernel family: run()
-  takes the family's launcher and refuses the ordering without one. The sm90 family
-  (cusyncgen.workloads.mlp_sm90) launches all of its orderings through its own runner
-  (cusyncgen.cuda.sm90.MlpRunner: one library call per plan), not kernel by kernel.
+- "persistent" (<Policy>+Chain): one launch for the whole chain, provided by a kernel family: each
+  kernel after the first is `joined` to the first's launch; run() takes the family's launcher and
+  refuses the ordering without one.
+
+Every kernel family goes through steps(): the SM80 kernels through Chain.run, kernel by kernel
+(StageArgs flags, streams, the wait-kernel), the sm90 library through cusyncgen.cuda.sm90.launch
+(Sm90Chain: one plan per launch, its LaunchFlag from the Step; those flags are the library's own,
+not StageFlag).
 """
 from __future__ import annotations
 
 import ctypes
+import enum
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Sequence
 
@@ -28,41 +33,64 @@ from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config, Ordering  # n
 from cusyncgen.cuda.lazy import cupy, driver
 from cusyncgen.errors import CusyncError
 
-CUSTOM_ORDER, PDL_TRIGGER, PDL_WAIT = 1, 2, 4  # cusync::StageFlags (runtime_cuda/cusync/stage.h)
+class StageFlag(enum.IntFlag):
+    """cusync::StageFlags (runtime_cuda/cusync/stage.h): StageArgs.flags of the SM80 kernels."""
+
+    NONE = 0
+    CUSTOM_ORDER = 1   # take tiles in the generated order through the ticket counter
+    PDL_TRIGGER = 2    # let the dependent (PDL-launched) grid start right away
+    PDL_WAIT = 4       # "PDL alone": wait for the whole producer grid (griddepcontrol.wait)
 
 
 @dataclass(frozen=True)
 class Step:
     """How kernel i of a chain is launched under a Config."""
 
-    flags: int          # StageArgs.flags
+    flags: StageFlag    # StageArgs.flags
     pdl: bool           # launched with programmatic stream serialization
     early: bool         # may start before its producer ends, its blocks admitted as SMs free up
     side_stream: bool   # on the chain's stream i (forked from and joined to the caller's) instead of the caller's
     wait_kernel: bool   # the wait-kernel precedes it on its stream
+    joined: bool = False  # runs in the previous kernel's launch (the kernel family's one persistent launch)
 
 
 def steps(cfg: Config, n: int) -> list[Step]:
     """The one decoding of a Config into launches, kernel by kernel."""
     o = cfg.ordering
-    custom = CUSTOM_ORDER if cfg.custom_order and cfg.policy is not None else 0
+    custom = StageFlag.CUSTOM_ORDER if cfg.custom_order and cfg.policy is not None else StageFlag.NONE
+    none = StageFlag.NONE
     out = []
     for i in range(n):
         first, last = i == 0, i == n - 1
         if o == Ordering.STREAM:
             out.append(Step(custom, False, False, False, False))
         elif o == Ordering.PDL_ALONE:
-            flags = (0 if last else PDL_TRIGGER) | (0 if first else PDL_WAIT)
+            flags = (none if last else StageFlag.PDL_TRIGGER) | (none if first else StageFlag.PDL_WAIT)
             out.append(Step(flags, not first, not first, False, False))
         elif o == Ordering.PDL:
-            out.append(Step(custom | (0 if last else PDL_TRIGGER), not first, not first, False, False))
+            out.append(Step(custom | (none if last else StageFlag.PDL_TRIGGER), not first, not first, False, False))
         elif o == Ordering.WAITKERNEL:
             out.append(Step(custom, False, not first, True, not first))
         elif o == Ordering.NONE:
             # no spread padding: W's admission check counts the kernels' own blocks per SM
             out.append(Step(custom, False, False, True, False))
+        elif o == Ordering.PERSISTENT:
+            # one launch: every producer tile handed out before any consumer tile (the kernel family's)
+            out.append(Step(custom, False, False, False, False, joined=not first))
+        else:  # pragma: no cover - Ordering is closed
+            raise CusyncError(f"ordering {o.value!r} has no launch decoding", None)
+    return out
+
+
+def launches(plan: list[Step]) -> list[list[int]]:
+    """The kernels of each launch of a decoded chain, in order: one each, or the joined ones
+    with the kernel they join."""
+    out: list[list[int]] = []
+    for i, step in enumerate(plan):
+        if step.joined and out:
+            out[-1].append(i)
         else:
-            raise CusyncError(f"ordering {o.value!r} is launched by its kernel family, not kernel by kernel", None)
+            out.append([i])
     return out
 
 
@@ -96,12 +124,12 @@ class Chain:
         one-launch chain, for Ordering.PERSISTENT."""
         if len(links) != self.n:
             raise ValueError(f"a chain of {self.n} kernels got {len(links)}")
-        if cfg.ordering == Ordering.PERSISTENT:
+        plan = steps(cfg, self.n)
+        if any(s.joined for s in plan):
             if persistent is None:
                 raise CusyncError(f"{cfg.name}: this kernel family has no one-launch (persistent) chain", None)
             persistent(main, cfg, links)
             return
-        plan = steps(cfg, self.n)
         forked = any(s.side_stream for s in plan)
         if forked:
             self._fork.record(main)

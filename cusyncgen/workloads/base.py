@@ -12,6 +12,19 @@ from cusyncgen.cuda.configs import Config, Ordering
 # "StreamSync" + SPLIT_K.
 SPLIT_K = "/split-K"
 
+
+def family(config: str) -> str:
+    """A configuration's policy ("RowSync+PDL+R" -> "RowSync", "PDL/split-K" -> "PDL"); StreamSync
+    and PDL are their own."""
+    return config.removesuffix(SPLIT_K).split("+")[0]
+
+
+# The vendor library's rows and the roofline floor: not configurations of our kernels.
+VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
+# Stream-ordered rows of a bench: the chain's kernels, and (Conv2D) the same chain with split-K
+# (workloads.base.SPLIT_K): the baseline is the fastest of them.
+STREAM_ORDER = ("StreamSync", "StreamSync" + SPLIT_K)
+
 # The bench options a workload may accept (`cusyncgen bench --sync-warp/--spread/--tiles`).
 BENCH_OPTIONS = ("sync_warp", "spread", "tiles")
 

@@ -375,7 +375,7 @@ class ConvChain:
     def run(self, main, cfg: Config, x, ws, bs, ys, wait_input: bool = True, conv_flags: int | None = None) -> None:
         """One chain under `cfg`. wait_input=False drops the waits (tests: a race must be caught).
         conv_flags: ConvArgs.flags of every Conv2D after the first instead of those of `cfg`
-        (WAIT_INPUT, and REORDER with R; cuda.conv_costs runs the policy's kernels with others)."""
+        (WAIT_INPUT, and REORDER with R; commands.conv_costs runs the policy's kernels with others)."""
         n, g = self.n, self.grid
         if cfg.policy is None:
             ks, stages, flags = [self.plain_kernel] * n, self.plain_stages, 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cusyncgen import data_path
+from cusyncgen.paths import data_path
 from cusyncgen.cuda import build
 
 KERNEL_FAMILY = "sm80"   # every workload's kernels today (runtime_cuda/kernels/*.cuh, CuTe SM80 atoms)

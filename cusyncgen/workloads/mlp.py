@@ -275,7 +275,7 @@ class MLP:
     M: int
     tiles: MlpTiles | None = None
     debug: bool = False
-    timeline: bool = False   # CUSYNC_TIMELINE build: per-block times (cusyncgen.cuda.timeline)
+    timeline: bool = False   # CUSYNC_TIMELINE build: per-block times (cusyncgen.commands.timeline)
     # Consumers wait in a sync warp of their own (gemm.cuh) -- None: when the module has one (<= 4
     # compute warps) and it costs no occupancy; True: whenever the module has one; False: never.
     sync_warp: bool | None = None
@@ -303,13 +303,13 @@ class MLP:
     @classmethod
     def tune(cls, models, sizes, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
         """`cusyncgen tune mlp`: every tile candidate measured (or, with device, read from the cache)."""
-        from cusyncgen.cuda.tune import tune_mlp
+        from cusyncgen.workloads.mlp_tune import tune_mlp
         return tune_mlp(list(models or MODELS), list(sizes or SIZES), iters, cache_path, progress, device)
 
     @classmethod
     def timelines(cls, model: str, sizes: str | None, configs: list[str], sync_warp: bool = True,
                   spread: bool = False, no_spread: bool = False):
-        """(file stem, per-block timeline) of each M of `sizes` ("1,256"; cusyncgen.cuda.timeline)."""
+        """(file stem, per-block timeline) of each M of `sizes` ("1,256"; cusyncgen.commands.timeline)."""
         for M in (int(m) for m in (sizes or "1").split(",")):
             yield (f"timeline-{model}-M{M}{'' if sync_warp else '-nosyncwarp'}",
                    trace(model, M, configs, spread=spread, sync_warp=sync_warp))
@@ -478,7 +478,7 @@ def gemm_args(a, b, c, M, N, K, F) -> GemmArgs:
 
 def trace(model: str, M: int, configs: list[str], runs: int = 5, tiles=None, spread: bool = False,
           sync_warp: bool = True) -> dict:
-    """Per-block timelines of one MLP (a CUSYNC_TIMELINE build, cusyncgen.cuda.timeline): run each
+    """Per-block timelines of one MLP (a CUSYNC_TIMELINE build, cusyncgen.commands.timeline): run each
     configuration `runs` times (the last one is recorded).
     spread: also run each synchronized configuration with the consumer's shared memory padded
     (spread_smem) so that no two consumer blocks are placed on one SM ("<config>/spread")."""

@@ -1,6 +1,6 @@
 """The MLP on the Hopper (sm90) kernel family: the same models and .dep programs as
 cusyncgen.workloads.mlp, run by the CUTLASS 3 based synchronized GeMM of runtime_cuda/sm90/
-(a ctypes-loaded library, driven by cusyncgen.cuda.sm90; docs/sm90.md).
+(a ctypes-loaded library, cusyncgen.cuda.sm90; docs/sm90.md).
 
     mlp = MLPSm90("gpt3", M=512, tile="128x192x64")
     x, w1, w2 = mlp.buffers(seed=0); y, z = mlp.outputs()
@@ -16,9 +16,15 @@ kernels in stream order), <Policy>+PDL (the consumer PDL-launched, waiting on ti
 handed out before any consumer tile), for TileSync and RowSync; each also with split-K
 ("<name>/split-K", sm90.auto_splits' counts) where a GeMM's tiles leave SMs idle. The tile config
 is the instance's (`tile`: one of sm90.CONFIGS); `cusyncgen bench` and `tune` measure every tile
-config a model can use. Every ordering is launched by sm90.MlpRunner (one library call per plan);
-the weights never wait in the DMA warp, so every policy configuration has R by construction, and
-the consumer always walks the compiler's tile order (no T).
+config a model can use. Every configuration becomes launches the way every kernel family's does
+(cusyncgen.cuda.chain.steps), here through sm90.Sm90Chain (mlp_chain: one library plan per
+launch); the weights never wait in the DMA warp, so every policy configuration has R by
+construction, and the consumer always walks the compiler's tile order (no T).
+
+The models are the sm80 MLP's (cusyncgen.workloads.mlp.MODELS: one table); this module compiles
+their .dep programs for the sm90 tiles (compiled_mlp, with the descriptors `python -m
+cusyncgen.commands.sm90 build` writes beside the library for a machine without lark), picks their
+tile orders and split-K, and makes the torch data of the GPU tests and probes (mlp_case).
 """
 from __future__ import annotations
 
@@ -26,26 +32,26 @@ import itertools
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
+from cusyncgen.cuda import sm90
 from cusyncgen.cuda.configs import PDL_ALONE, SM90_ORDERINGS, STREAM_SYNC, Config, Ordering
 from cusyncgen import files
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
-from cusyncgen.workloads.base import SPLIT_K, rel_err
+from cusyncgen.workloads.base import SPLIT_K, family, rel_err
+from cusyncgen.workloads.kernels import examples_dir
 
 SIZES = sm80.SIZES
 TEST_SIZES = (1, 200)   # tests/test_gpu_workloads_sm90.py: M = 1 and a multiple of no tile
 TOL = sm80.TOL
-POLICIES = ("TileSync", "RowSync")   # sm90.POLICIES: the policies its descriptors evaluate
-# sm90.MODELS, named here so that the registry entry needs no import of the driver module
+POLICIES = sm90.POLICIES   # the policies its descriptors evaluate
+# the models of cusyncgen.workloads.mlp.MODELS these kernels run
 MODELS = ("gpt3", "llama-ep")
-# sm90.CONFIGS (the library's tile configs; "pp": ping-pong, "tma": the TMA-store epilogue)
-CONFIGS = ("128x128x64", "128x256x64", "64x128x64", "128x192x64", "256x128x64", "64x128x64pp", "128x128x64pp",
-           "128x128x64tma", "128x192x64tma", "128x256x64tma", "256x128x64tma")
-# how each ordering is named to sm90.MlpRunner
-RUNNER_ORDERING = {Ordering.STREAM: "stream", Ordering.PDL_ALONE: "pdl", Ordering.PDL: "pdl+policy",
-                   Ordering.PERSISTENT: "chain"}
-# a wait longer than this gives up and MlpRunner.check_debug raises (a deadlock is an error, not a hang)
+# the library's tile configs (runtime_cuda/sm90/configs.def; "pp": ping-pong, "tma": the TMA-store epilogue)
+CONFIGS = sm90.CONFIGS
+# a wait longer than this gives up and Sm90Chain.check_debug raises (a deadlock is an error, not a hang)
 TIMEOUT_NS = 2_000_000_000
 SPLITS = ("none", "auto")
 
@@ -59,10 +65,7 @@ def check_model(model: str) -> None:
         raise CusyncError(f"the sm90 MLP has no model {model!r} (its models: {', '.join(MODELS)})", None)
 
 
-def _dims(tile: str) -> tuple[int, int, int]:
-    """(BM, BN, BK) of a config name (sm90.tile_dims, without importing the driver)."""
-    dims = tile.removesuffix("pp").removesuffix("tma").removesuffix("c2").split("x")
-    return tuple(int(v) for v in dims)  # type: ignore[return-value]
+_dims = sm90.tile_dims
 
 
 def fits_gemm(model: str, tile: str, gemm: int) -> bool:
@@ -151,6 +154,15 @@ class Sm90Config:
         return cls(Config.parse(name.removesuffix(SPLIT_K)), "auto" if name.endswith(SPLIT_K) else "none")
 
 
+def config_of(ordering: Ordering, policy: str | None = None) -> Config:
+    """The Config of an sm90 ordering: StreamSync or PDL alone (no policy; `policy` ignored), or
+    <policy>+PDL or <policy>+Chain."""
+    ordering = Ordering(ordering)
+    if ordering in (Ordering.PDL, Ordering.PERSISTENT):
+        return Config(policy, ordering, True)
+    return Config(None, ordering, False)
+
+
 def configs_for(splits=("none",)) -> list[Sm90Config]:
     """StreamSync, PDL alone, then per policy <Policy>+PDL and <Policy>+Chain; per split choice."""
     out = []
@@ -179,6 +191,12 @@ class Sm90Tiles:
     def __post_init__(self):
         if self.config2 == self.config:
             object.__setattr__(self, "config2", None)
+        if self.grouped2 and self.banded2:
+            raise CusyncError("the second GeMM walks one order: grouped2 or banded2, not both", None)
+        if self.grouped1 and self.banded1:
+            raise CusyncError("the first GeMM walks one order: grouped1 or banded1, not both", None)
+        if self.grouped1 and self.banded2:
+            raise CusyncError("banded2 walks the first GeMM's bands: not with grouped1", None)
 
     @property
     def tile2(self) -> str:
@@ -189,6 +207,12 @@ class Sm90Tiles:
     def label(self) -> str:
         return (self.config + (f"+{self.config2}" if self.config2 else "") + (" G1" if self.grouped1 else "")
                 + (" B1" if self.banded1 else "") + (" G2" if self.grouped2 else "") + (" B2" if self.banded2 else ""))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Sm90Tiles":
+        """The inverse of as_dict (a dispatch entry's tile fields)."""
+        return cls(d["config"], d.get("grouped2", False), d.get("banded1", False), d.get("banded2", False),
+                   d.get("grouped1", False), d.get("config2"))
 
     def as_dict(self, splits=("1", "1")) -> dict:
         """The dispatch table's tile fields (templates/dispatch.h.j2 reads g1.BM, g1.BN, g2.BM, g2.BN)."""
@@ -241,6 +265,246 @@ def candidates(model: str, M: int, configs=CONFIGS, per_gemm: tuple | None = Non
     return out
 
 
+# ---- the compiled programs, the GeMMs and their chain ----
+
+def model_of(model) -> "sm80.Model":
+    """A model of this family by name (check_model), or a Model itself (the overhead benchmark's)."""
+    if isinstance(model, sm80.Model):
+        return model
+    check_model(model)
+    return sm80.MODELS[model]
+
+
+def epilogue1(m: "sm80.Model") -> "sm90.Epilogue":
+    """The first GeMM's epilogue: llama-ep's SwiGLU of its [W1|V] pairs, else GeLU (tanh)."""
+    return sm90.EPI_SWIGLU_PAIR if m.swiglu_epilogue else sm90.EPI_GELU_TANH
+
+
+def gemm_shapes(m: "sm80.Model") -> tuple:
+    """(N, K) of the two GeMMs."""
+    return (m.N1, m.K1), (m.N2, m.K2)
+
+
+def dep_params(m: "sm80.Model", M: int, config: str) -> dict:
+    """The .dep program's Params for M rows on a tile config (rows rounded up to whole row tiles)."""
+    bm, bn, _ = _dims(config)
+    rows = -(-M // bm) * bm
+    if m.swiglu_epilogue:
+        if bn != 2 * sm90.SWIGLU_BLOCK:
+            raise sm90.Sm90Error(f"{m.name}'s first GeMM tile must be {2 * sm90.SWIGLU_BLOCK} wide (its weight's "
+                                 f"interleaving); config {config} is {bn}")
+        return {"H": m.H, "F": m.K2, "B": rows, "S": 1, "TileM": bm, "TileN1": bn // 2, "TileN2": bn}
+    return {"H": m.H, "B": rows, "S": 1, "TileM": bm, "TileN": bn}
+
+
+# The sizes whose descriptors `python -m cusyncgen.commands.sm90 build` also writes (DESCRIPTORS
+# beside the library), for a GPU machine without the compiler's parser (lark): the benchmark's M
+# list and the GPU tests'.
+DESCRIPTOR_MS = (1, 64, 128, 200, 256, 512, 1024, 2048, 4096)
+DESCRIPTORS = "descriptors.json"
+
+
+def _compile(m: "sm80.Model", M: int, config: str):
+    import cusyncgen
+
+    prog = cusyncgen.compile(examples_dir() / m.dep, params=dep_params(m, M, config))
+    pols = {p.name: p for p in prog.policies}
+    return pols, prog.program.order("g1"), prog.program.order("g2")
+
+
+def write_descriptors(path: Path) -> Path:
+    """The compiled policies and orders of every model at DESCRIPTOR_MS on every tile config it
+    fits, as JSON."""
+    import dataclasses
+    import json
+
+    out = []
+    for name in MODELS:
+        m = sm80.MODELS[name]
+        for config in CONFIGS:
+            if not fits_gemm(name, config, 1):
+                continue
+            for M in DESCRIPTOR_MS:
+                pols, o1, o2 = _compile(m, M, config)
+                out.append({"model": name, "M": M, "config": config,
+                            "policies": [dataclasses.asdict(p) for p in pols.values()],
+                            "orders": [dataclasses.asdict(o1), dataclasses.asdict(o2)]})
+    path.write_text(json.dumps(out))
+    return path
+
+
+@lru_cache(maxsize=None)
+def _stored_descriptors() -> dict:
+    import json
+
+    from cusyncgen.ir import DimMap, OrderIR, PolicyIR
+
+    path = sm90.library_path().parent / DESCRIPTORS
+    if not path.is_file():
+        return {}
+    table = {}
+    for e in json.loads(path.read_text()):
+        pols = {}
+        for p in e["policies"]:
+            p = dict(p)
+            p["dims"] = tuple(DimMap(**d) for d in p["dims"])
+            p["producer_extent"] = tuple(p["producer_extent"])
+            pols[p["name"]] = PolicyIR(**p)
+        o1, o2 = (OrderIR(**{**o, "extent": tuple(o["extent"])}) for o in e["orders"])
+        table[(e["model"], e["M"], e["config"])] = (pols, o1, o2)
+    return table
+
+
+@lru_cache(maxsize=None)
+def compiled_mlp(model, M: int, config: str):
+    """The compiled .dep program of the MLP at this size and tile: (policies by name, g1 order,
+    g2 order). Without the parser (a GPU machine lacking lark), the descriptors that the build
+    command wrote from the same compilation."""
+    m = model_of(model)
+    try:
+        import lark  # noqa: F401
+    except ImportError:
+        hit = _stored_descriptors().get((m.name, M, config))
+        if hit is None:
+            raise sm90.Sm90Error(f"lark is not installed and {DESCRIPTORS} beside the library has no entry for "
+                                 f"{m.name} M={M} {config}") from None
+        return hit
+    return _compile(m, M, config)
+
+
+def mlp_splits(model, M: int, config: str, splits="none", config2: "str | None" = None) -> tuple:
+    """Split-K of an MLP's two GeMMs, a pair of sm90.Splits: "none", "auto" (sm90.auto_splits of
+    each, on its own tile config: config, and config2 for the second where given), or a pair of
+    Splits / (S, start) / ints."""
+    if splits == "none" or splits is None:
+        return (sm90.NO_SPLIT, sm90.NO_SPLIT)
+    m = model_of(model)
+    if splits == "auto":
+        out = []
+        for (N, K), c in zip(gemm_shapes(m), (config, config2 or config)):
+            cm, (_, bn, bk) = sm90.cluster_m(c), _dims(c)
+            out.append(sm90.auto_splits(cm * (N // bn) * sm90.order_grid(c, M, N)[1], K // bk, sms=132 // cm * cm))
+        return tuple(out)
+    s1, s2 = (sm90.as_split(v) for v in splits)
+    return (s1, s2)
+
+
+def gemm_orders(model, M: int, tiles: Sm90Tiles, o1, o2) -> tuple:
+    """The sm90.Order each GeMM walks: the compiler's (o1, o2; the second's only on the first's tile,
+    else row-major), or the grouped or banded order `tiles` names, sized by grouped_columns and
+    band_rows for a wave of the 132 SMs (B2: the first GeMM's band height, where it is banded)."""
+    m = model_of(model)
+    (_, K1), (N2, K2) = gemm_shapes(m)
+    config, c2 = tiles.config, tiles.tile2
+    bm, bn, _ = _dims(config)
+    bm2, bn2, _ = _dims(c2)
+    cm = sm90.cluster_m(config)
+    d1 = sm90.cluster_order(sm90.order_desc(o1), config)
+    # the compiler's consumer order is for the producer's tile; with a tile of its own, row-major
+    d2 = (sm90.cluster_order(sm90.order_desc(o2), config) if tiles.config2 is None
+          else sm90.row_major_order(*sm90.order_grid(c2, M, N2)))
+    band1 = None
+    if tiles.grouped1:
+        X1, Y1 = d1.extent[0], d1.extent[1]
+        d1 = sm90.grouped_order(X1, Y1, sm90.grouped_columns(X1, Y1, cm * bm * K1 * 2.0, bn * K1 * 2.0, 132 // cm))
+    if tiles.banded1:
+        X1, Y1 = d1.extent[0], d1.extent[1]
+        d1 = sm90.banded_order(X1, Y1, sm90.band_rows(X1, Y1, cm * bm * K1 * 2.0, bn * K1 * 2.0, 132 // cm))
+        band1 = d1.group_stride
+    if tiles.banded2:
+        X2, Y2 = d2.extent[0], d2.extent[1]
+        # the first GeMM's band height in the second's row blocks (at least one)
+        R = (max(1, band1 * bm // bm2) if band1 is not None
+             else sm90.band_rows(X2, Y2, cm * bm2 * K2 * 2.0, bn2 * K2 * 2.0, 132 // cm))
+        d2 = sm90.banded_order(X2, Y2, min(R, Y2))
+    if tiles.grouped2:
+        X2, Y2 = d2.extent[0], d2.extent[1]
+        d2 = sm90.grouped_order(X2, Y2, sm90.grouped_columns(X2, Y2, cm * bm2 * K2 * 2.0, bn2 * K2 * 2.0, 132 // cm))
+    return d1, d2
+
+
+def chain_name(cfg: Config, tiles: Sm90Tiles, splits=(sm90.NO_SPLIT, sm90.NO_SPLIT), store: str = "pair") -> str:
+    """A chain's name in messages: "sm90 <tiles' label> [splitK<S1>/<S2>] [<store>-store] <config>"."""
+    head = f"sm90 {tiles.label}"
+    if sm90.has_split(splits):
+        head += f" splitK{splits[0]}/{splits[1]}"
+    if store != "pair":
+        head += f" {store}-store"
+    return f"{head} {cfg.name}"
+
+
+def mlp_chain(model, M: int, cfg, tiles: Sm90Tiles, buffers, splits="none", store: str = "pair",
+              timeout_ns: int = 0) -> "sm90.Sm90Chain":
+    """One MLP as an sm90.Sm90Chain over given device buffers (ints), `buffers` = (X [M, H], W1 [N1, H],
+    W2 [H, F], Y [M, F] the intermediate, Z [M, H]); fp16, row-major. cfg: a Config (one of
+    SM90_ORDERINGS) or an Sm90Config (its splits); tiles: the tile config(s) and orders; splits:
+    "none", "auto" or a pair (mlp_splits); store: "pair" (fp16-pair stores, the default) or "quad"
+    (16-byte stores, for A/B). The policies stay the producer's, compiled for its tile; with a tile
+    config of its own, each consumer tile waits on the producer row blocks its rows overlap."""
+    if isinstance(cfg, Sm90Config):
+        cfg, splits = cfg.base, cfg.splits
+    m = model_of(model)
+    X, W1, W2, Y, Z = buffers
+    (N1, K1), (N2, K2) = gemm_shapes(m)
+    c1, c2 = tiles.config, tiles.tile2
+    for c in (c1, c2):
+        if c not in CONFIGS:
+            raise sm90.Sm90Error(f"unknown tile config {c!r} (have {', '.join(CONFIGS)})")
+    if N2 % _dims(c2)[1]:
+        raise sm90.Sm90Error(f"{m.name}'s second GeMM (N = {N2}) is no multiple of {c2}'s tile width")
+    if store not in sm90.STORES:
+        raise sm90.Sm90Error(f"unknown store mode {store!r} (have {', '.join(sm90.STORES)})")
+    pols, o1, o2 = compiled_mlp(m, M, c1)
+    sp = mlp_splits(m, M, c1, splits, tiles.config2)
+    d1, d2 = gemm_orders(m, M, tiles, o1, o2)
+    st = sm90.STORES[store]
+    links = [sm90.Link(c1, sm90.gemm_desc(X, W1, Y, M, N1, K1, c1, epilogue1(m), d1, splits=sp[0], store=st)),
+             sm90.Link(c2, sm90.gemm_desc(Y, W2, Z, M, N2, K2, c2, sm90.EPI_IDENTITY, d2, splits=sp[1], store=st))]
+    policies = [pols[cfg.policy]] if cfg.policy in pols else []   # Sm90Chain names a policy it lacks
+    return sm90.Sm90Chain(cfg, links, policies, timeout_ns=timeout_ns, name=chain_name(cfg, tiles, sp, store))
+
+
+# ---- torch data: the GPU tests', the sanitizer runs' and the probes' ----
+
+def mlp_case(model, M: int, seed: int = 0):
+    """Fresh random operands of one MLP on the GPU and its reference (torch tensors): X [M, H], W1
+    [N1, H], W2 [H, F] fp16 (scaled so that the outputs stay O(1)), the intermediate Y as fp16 from a
+    float32 product (GeLU tanh, or llama-ep's SwiGLU pair of [W1|V] interleaved by 64), and Z = Y W2^T
+    in float32."""
+    import torch
+
+    m = model_of(model)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    X = torch.randn(M, m.H, device="cuda", generator=g).half()
+    W1 = (torch.randn(m.N1, m.H, device="cuda", generator=g) / m.H ** 0.5).half()
+    W2 = (torch.randn(m.H, m.K2, device="cuda", generator=g) / m.K2 ** 0.5).half()
+    return (X, W1, W2) + mlp_reference(m, X, W1, W2)
+
+
+def mlp_reference(model, X, W1, W2) -> tuple:
+    """(Y, Z) of one MLP on torch tensors: Y fp16 from a float32 product and the model's activation,
+    Z = Y W2^T in float32 (mlp_case's reference, for other inputs)."""
+    import torch.nn.functional as Fn
+
+    m = model_of(model)
+    A = X.float() @ W1.float().t()
+    if m.swiglu_epilogue:
+        a4 = A.view(X.shape[0], m.N1 // (2 * sm90.SWIGLU_BLOCK), 2, sm90.SWIGLU_BLOCK)
+        Y = (Fn.silu(a4[:, :, 0]) * a4[:, :, 1]).reshape(X.shape[0], m.K2).half()
+    else:
+        Y = Fn.gelu(A, approximate="tanh").half()
+    return Y, Y.float() @ W2.float().t()
+
+
+def torch_rel_err(out, ref) -> float:
+    """Relative Frobenius error of a torch tensor against a float32 reference; inf on a NaN/inf
+    (base.rel_err's, for torch tensors)."""
+    o = out.float()
+    if not bool(o.isfinite().all()):
+        return float("inf")
+    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
 @dataclass
 class MLPSm90:
     """Both GeMMs of one model at one M on one sm90 tile config."""
@@ -268,7 +532,7 @@ class MLPSm90:
 
     @classmethod
     def sources(cls, sizes=None, tune: bool = False) -> list:
-        """No per-shape modules: one library holds every tile config (`python -m cusyncgen.cuda.sm90
+        """No per-shape modules: one library holds every tile config (`python -m cusyncgen.commands.sm90
         build`, cached by its sources' hash; CUSYNC_SM90_LIB names a prebuilt one)."""
         return []
 
@@ -298,12 +562,11 @@ class MLPSm90:
             if self.tile2 == self.tile:
                 self.tile2 = None
         self.tiles = Sm90Tiles(self.tile, self.grouped2, self.banded1, self.banded2, self.grouped1, self.tile2)
-        from cusyncgen.cuda import sm90
         lib = sm90.library()
         for t in (self.tile, self.tiles.tile2):
             if t not in lib.configs:
                 raise CusyncError(f"the sm90 library has no tile config {t} (it has {', '.join(lib.configs)})", None)
-        self._split_counts = {sp: sm90.mlp_splits(self.model_name, self.M, self.tile, sp, self.tile2) for sp in SPLITS}
+        self._split_counts = {sp: mlp_splits(self.model_name, self.M, self.tile, sp, self.tile2) for sp in SPLITS}
 
     def splits_of(self, splits: str) -> tuple:
         """The pair of sm90.Splits of "none" or "auto"."""
@@ -312,7 +575,6 @@ class MLPSm90:
     def configs(self) -> list[Sm90Config]:
         """Every ordering x policy, also with split-K where auto_splits splits a GeMM at this M; no
         Chain where the GeMMs have tile configs of their own (the chain is one kernel)."""
-        from cusyncgen.cuda import sm90
         out = configs_for([sp for sp in SPLITS if sp == "none" or sm90.has_split(self.splits_of(sp))])
         return [c for c in out if not (self.tile2 and c.ordering == Ordering.PERSISTENT)]
 
@@ -326,16 +588,12 @@ class MLPSm90:
         return sm80.MLP.reference(self, x, w1, w2)
 
     def _runner(self, cfg: Sm90Config, x, w1, w2, y, z):
-        from cusyncgen.cuda import sm90
         from cusyncgen.cuda.lazy import cupy
-        key = (cfg, x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr)
+        ptrs = (x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr)
+        key = (cfg,) + ptrs
         r = self._runners.get(key)
         if r is None:
-            r = sm90.MlpRunner(self.model_name, self.M, RUNNER_ORDERING[cfg.ordering], cfg.policy, self.tile,
-                               x.data.ptr, w1.data.ptr, w2.data.ptr, y.data.ptr, z.data.ptr,
-                               timeout_ns=self.timeout_ns, splits=cfg.splits, grouped2=self.grouped2,
-                               banded1=self.banded1, banded2=self.banded2, config2=self.tile2,
-                               grouped1=self.grouped1)
+            r = mlp_chain(self.model_name, self.M, cfg, self.tiles, ptrs, timeout_ns=self.timeout_ns)
             cupy.cuda.runtime.deviceSynchronize()   # its semaphores are zeroed on another stream
             self._runners[key] = r
         return r
@@ -360,15 +618,13 @@ class MLPSm90:
             r.check_debug()
 
     def timed_out(self) -> dict[str, str]:
-        """{configuration name: the runner's debug record} of each configuration one of whose runs
-        had a wait time out (after synchronizing)."""
-        from cusyncgen.cuda import sm90
+        """{configuration name: the chain's debug record} of each configuration one of whose runs had
+        a wait time out (after synchronizing)."""
         out = {}
         for (cfg, *_), r in self._runners.items():
-            try:
-                r.check_debug()
-            except sm90.Sm90Error as exc:
-                out[cfg.name] = exc.message
+            msg = r.timed_out()
+            if msg:
+                out[cfg.name] = msg
         return out
 
 
@@ -415,7 +671,7 @@ def gemm_rows(model: str, M: int, configs, bufs, stream, iters: int) -> list[dic
     split-K (sm90.auto_splits, a split-K tail where whole waves fill the SMs), against cuBLAS
     (torch.matmul in a CUDA graph) on the same operands. Each row's "tile" is the config its GeMM
     ran fastest on (per_gemm_tiles)."""
-    from cusyncgen.cuda import baselines, sm90, timing
+    from cusyncgen.cuda import baselines, timing
     from cusyncgen.cuda.lazy import cupy, torch
 
     m = sm80.MODELS[model]
@@ -474,7 +730,7 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     in each order of orders_for(M), StreamSync, PDL alone, each policy +PDL and +Chain (with split-K
     where it applies); cuBLAS (eager, graph: each the fastest correct vendor form, sm80.vendor_forms)
     and the floor. Every row has "kernel": "sm90"."""
-    from cusyncgen.cuda import baselines, driver, sm90
+    from cusyncgen.cuda import baselines, driver
     from cusyncgen.cuda.lazy import cupy
 
     models = models.split(",") if isinstance(models, str) else list(models or MODELS)
@@ -532,8 +788,7 @@ STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K)
 def choose(model: str, M: int, rows: list[dict]) -> dict:
     """The fastest correct configuration of one (model, M) over every tile config and split-K
     choice, StreamSync and PDL alone included (so never slower than the fastest stream order; one
-    of them where nothing is faster), as a tune choice (cusyncgen.cuda.tune.report's fields)."""
-    from cusyncgen.cuda.tune import family
+    of them where nothing is faster), as a tune choice (the fields cusyncgen.commands.tune's report reads)."""
     ok = [r for r in rows if r["correct"]]
     if not ok:
         raise CusyncError(f"sm90 {model} M={M}: no configuration computed the reference's result", None)
@@ -604,8 +859,7 @@ def vendor_confirmed(times: dict, forms) -> dict:
 
 
 def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90":
-    from cusyncgen.cuda.tune import tiles_from_dict
-    t = tiles_from_dict(tile_cfg)
+    t = Sm90Tiles.from_dict(tile_cfg)
     return MLPSm90(model, M, t.config, t.grouped2, t.banded1, t.banded2, tile2=t.config2, grouped1=t.grouped1)
 
 
@@ -677,9 +931,8 @@ def settle(choice: dict, confirmed: dict) -> dict:
     out = dict(choice, confirm=dict(confirmed))
     s = confirmed.get("stream_us")
     if s is not None and s < confirmed["ours_us"] and choice.get("fastest_stream_order_tile_cfg"):
-        from cusyncgen.cuda.tune import tiles_from_dict
         t = choice["fastest_stream_order_tile_cfg"]
-        out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=tiles_from_dict(t).label,
+        out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=Sm90Tiles.from_dict(t).label,
                    time_us=choice["fastest_stream_order_us"], fallback=choice["config"],
                    speedup_vs_streamsync=round(choice["streamsync_us"] / choice["fastest_stream_order_us"], 4),
                    speedup_vs_stream_order=1.0)
@@ -698,9 +951,7 @@ def confirm_key(model: str, M: int, choice: dict, runtime: str, forms: bool = Tr
 def library_digest() -> str:
     """What a tune cache entry was measured with: the library's cache folder (lib-<hash of its
     sources and flags>) or, for CUSYNC_SM90_LIB, the file's name and size."""
-    from cusyncgen.cuda import sm90
-    p = sm90.library_path()
-    return p.parent.name if p.parent.name.startswith("lib-") else f"{p.name}:{p.stat().st_size}"
+    return sm90.lib.digest()
 
 
 def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
@@ -718,7 +969,7 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
         check_model(m)
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
     if device is None:
-        from cusyncgen.cuda import driver, sm90
+        from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
         dev, runtime, configs = driver.device_name(), library_digest(), sm90.library().configs
         stream = cupy.cuda.Stream()

@@ -1,6 +1,10 @@
-// The extern "C" API of libcusync_sm90.so (sm90_api.h).
+// The extern "C" API of libcusync_sm90.so (sm90_api.h), its tables made from configs.def, and the
+// layouts of its structs (abi.h).
 #include <string.h>
 
+#include <string>
+
+#include "abi.h"
 #include "plan.h"
 
 namespace {
@@ -9,34 +13,43 @@ struct Entry {
   cusync_sm90::CreatePlan create;
 };
 const Entry kConfigs[] = {
-    {"128x128x64", cusync_sm90::plan_128x128x64},
-    {"128x256x64", cusync_sm90::plan_128x256x64},
-    {"64x128x64", cusync_sm90::plan_64x128x64},
-    {"128x192x64", cusync_sm90::plan_128x192x64},
-    {"256x128x64", cusync_sm90::plan_256x128x64},
-    {"64x128x64pp", cusync_sm90::plan_64x128x64pp},
-    {"128x128x64pp", cusync_sm90::plan_128x128x64pp},
-    {"128x128x64tma", cusync_sm90::plan_128x128x64tma},
-    {"128x192x64tma", cusync_sm90::plan_128x192x64tma},
-    {"128x256x64tma", cusync_sm90::plan_128x256x64tma},
-    {"256x128x64tma", cusync_sm90::plan_256x128x64tma},
+#define CUSYNC_SM90_TILE(NAME, BM, BN, BK, PINGPONG, EPI_COLS) {#NAME, cusync_sm90::plan_##NAME},
+#include "configs.def"
 };
 struct StockEntry {
   const char* name;
   cusync_sm90::StockGemmFn run;
 };
 const StockEntry kStock[] = {
-    {"128x128x64", cusync_sm90::stock_128x128x64},
-    {"128x256x64", cusync_sm90::stock_128x256x64},
+#define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) {#NAME, cusync_sm90::stock_##NAME},
+#include "configs.def"
 };
+
+// The names of a table, comma-separated, built once.
+template <class E, size_t N>
+const char* joined(const E (&table)[N]) {
+  static const std::string names = [&table] {
+    std::string s;
+    for (const E& e : table) s += (s.empty() ? "" : ",") + std::string(e.name);
+    return s;
+  }();
+  return names.c_str();
+}
+
+#define CUSYNC_SM90_STR_(x) #x
+#define CUSYNC_SM90_STR(x) CUSYNC_SM90_STR_(x)
+#ifndef CUSYNC_SM90_SOURCE_HASH
+#define CUSYNC_SM90_SOURCE_HASH unknown
+#endif
 }  // namespace
 
 extern "C" {
 
-const char* cusync_sm90_configs(void) { return "128x128x64,128x256x64,64x128x64,128x192x64,256x128x64,64x128x64pp,128x128x64pp,"
-         "128x128x64tma,128x192x64tma,128x256x64tma,256x128x64tma"; }
+const char* cusync_sm90_configs(void) { return joined(kConfigs); }
 
-const char* cusync_sm90_stock_configs(void) { return "128x128x64,128x256x64"; }
+const char* cusync_sm90_stock_configs(void) { return joined(kStock); }
+
+const char* cusync_sm90_source_hash(void) { return CUSYNC_SM90_STR(CUSYNC_SM90_SOURCE_HASH); }
 
 int cusync_sm90_stock_gemm(const char* config, int cluster_m, const void* A, const void* B, void* C, int M, int N, int K,
                            int raster, int swizzle, void* stream) {

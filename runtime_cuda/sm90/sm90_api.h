@@ -1,5 +1,5 @@
 // The C interface of the synchronized sm90 GeMM library (libcusync_sm90.so): plain structs that
-// Python mirrors with ctypes (cusyncgen/cuda/sm90.py). Every function returns 0 or an error code:
+// Python mirrors with ctypes (cusyncgen/cuda/sm90/desc.py; abi.h exports their layouts). Every function returns 0 or an error code:
 // a cudaError_t value (> 0 and < 10000), or one of CusyncSm90Status (>= 10000).
 #pragma once
 #include <stdint.h>
@@ -88,8 +88,14 @@ typedef struct {
 // index in the plan; tile_*: the producer tile; consumer_*: the waiting tile).
 typedef CusyncDebugRecord CusyncSm90Debug;
 
-// Names of the tile configurations this library holds, comma-separated (e.g. "128x128x64,...").
+// Names of the tile configurations this library holds, comma-separated (e.g. "128x128x64,..."):
+// configs.def's CUSYNC_SM90_TILE lines, in its order.
 const char* cusync_sm90_configs(void);
+
+// The hash of the sources the library was built from (cusyncgen/cuda/sm90/lib.py's source_hash,
+// given to api.cu as -DCUSYNC_SM90_SOURCE_HASH; "unknown" without it): a prebuilt library
+// (CUSYNC_SM90_LIB) is loaded only where it equals this checkout's.
+const char* cusync_sm90_source_hash(void);
 
 // A launch plan: one persistent kernel over n_gemms (1 .. CUSYNC_SM90_MAX_GEMMS; more than one: the
 // chain in one launch, every tile of gemms[0] in its order, then every tile of gemms[1], ...). TMA descriptors are built here,

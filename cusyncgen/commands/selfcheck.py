@@ -1,7 +1,7 @@
 """Run one MLP under chosen configurations once each and check it against the float32 reference:
 a quick correctness probe for a GPU (and a small target for compute-sanitizer).
 
-    python -m cusyncgen.cuda.selfcheck --model gpt3 --M 300 [--debug] [--configs StreamSync,TileSync+R]
+    python -m cusyncgen.commands.selfcheck --model gpt3 --M 300 [--debug] [--configs StreamSync,TileSync+R]
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.selfcheck")
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.commands.selfcheck")
     ap.add_argument("--model", default="gpt3")
     ap.add_argument("--M", type=int, default=300)
     ap.add_argument("--debug", action="store_true", help="CUSYNC_DEBUG build: timed-out waits raise")

@@ -11,7 +11,7 @@ PDL alone (the plain kernels):
 - overlap, no waits: overlapped with the waits dropped -- a race, timed only (its output is not
   checked): what the overlap alone would give.
 
-    python -m cusyncgen.cuda.conv_costs [--points resnet38-L1-32,vgg19-L3-32] [-o FILE]
+    python -m cusyncgen.commands.conv_costs [--points resnet38-L1-32,vgg19-L3-32] [-o FILE]
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import sys
 from cusyncgen.cuda.lazy import cupy
 
 from cusyncgen.cuda import timing
-from cusyncgen.cuda.bench import command_line
+from cusyncgen.commands.bench import command_line
 from cusyncgen.cuda.lazy import driver
 from cusyncgen.cuda.configs import PDL_ALONE, STREAM_SYNC, Config, Ordering
 from cusyncgen.workloads.conv2d import REORDER, TOL, WAIT_INPUT, ConvChain, rel_err
@@ -86,14 +86,14 @@ def markdown(results: list[dict], device: str, command: str = "") -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.conv_costs")
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.commands.conv_costs")
     ap.add_argument("--points", default=None, help="model-layer-batch,... (default: five points)")
     ap.add_argument("-o", "--output", default=None, help="markdown file (default: stdout)")
     args = ap.parse_args(argv)
     points = POINTS if not args.points else [tuple(p.split("-")[:2]) + (int(p.split("-")[2]),) for p in args.points.split(",")]
     stream = cupy.cuda.Stream(non_blocking=True)
     results = [measure(m, layer, b, stream) for m, layer, b in points]
-    text = markdown(results, driver.device_name(), command_line("python -m cusyncgen.cuda.conv_costs", argv))
+    text = markdown(results, driver.device_name(), command_line("python -m cusyncgen.commands.conv_costs", argv))
     if args.output:
         from cusyncgen import files
         files.write_file(args.output, text + "\n")

@@ -6,11 +6,11 @@ alternating inputs, each output checked on the device, 1000 back-to-back launche
 replays (two inputs per replay), never a reset of the semaphores. A wait that times out (2 s) is
 reported through ``MlpRunner.check_debug``, never a hang.
 
-    python -m cusyncgen.cuda.sm90_check [--models gpt3,llama-ep] [--M 1,200,512] [--stress-M 256] [-o DIR]
+    python -m cusyncgen.commands.sm90_check [--models gpt3,llama-ep] [--M 1,200,512] [--stress-M 256] [-o DIR]
 
 Prints one line per variant and exits 1 if any failed; with ``-o DIR`` the same lines go to
 ``DIR/sm90-checks-<device>.log``, whose first line is the command. ``--sanitizer-target run|presatisfied``
-instead runs the small set of variants compute-sanitizer runs (``cusyncgen.cuda.sanitize``) once
+instead runs the small set of variants compute-sanitizer runs (``cusyncgen.commands.sanitize``) once
 each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ import traceback
 from pathlib import Path
 
 from cusyncgen.cuda import sm90
-from cusyncgen.cuda.bench import command_line, slug
+from cusyncgen.commands.bench import command_line, slug
 
-PROG = "python -m cusyncgen.cuda.sm90_check"
+PROG = "python -m cusyncgen.commands.sm90_check"
 # per-GeMM tile pairs (two launches, each GeMM on its own tile): a 64-row producer under 128- and
 # 256-row consumers, a 128-row one under a 256-row one, and the TMA-store epilogue on both sides
 PAIRS = ("64x128x64+128x128x64", "128x128x64+256x128x64", "64x128x64+128x256x64", "128x192x64tma+256x128x64tma",

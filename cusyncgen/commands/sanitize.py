@@ -1,6 +1,6 @@
 """compute-sanitizer over the synchronized kernels, in one call (a few minutes on an H100):
 
-- memcheck and synccheck on every sm90 variant of ``python -m cusyncgen.cuda.sm90_check
+- memcheck and synccheck on every sm90 variant of ``python -m cusyncgen.commands.sm90_check
   --sanitizer-target run`` (every ordering and policy, split-K and split-K tails, both ping-pong
   configs, per-GeMM tiles, the grouped and banded orders, the pair-store, SwiGLU and TMA-store
   epilogues; GPT-3 at M = 128), launched as the benchmark launches them (memcheck with
@@ -9,10 +9,10 @@
 - racecheck on the same variants with every wait satisfied beforehand, in stream order
   (``--sanitizer-target presatisfied``: racecheck serializes the blocks, so a block waiting for
   another's post could starve);
-- racecheck on ``python -m cusyncgen.cuda.selfcheck --model gpt3 --M 1``, the SM80 kernels (their
-  modules compiled meanwhile by ``cusyncgen.cuda.prebuild``, which needs nvcc).
+- racecheck on ``python -m cusyncgen.commands.selfcheck --model gpt3 --M 1``, the SM80 kernels (their
+  modules compiled meanwhile by ``cusyncgen.commands.prebuild``, which needs nvcc).
 
-    python -m cusyncgen.cuda.sanitize [-o DIR] [--tools memcheck,synccheck,racecheck,sm80] [--only TEXT]
+    python -m cusyncgen.commands.sanitize [-o DIR] [--tools memcheck,synccheck,racecheck,sm80] [--only TEXT]
 
 Writes ``DIR/sanitize-<device>.log`` (its first line the command; one line per tool: the tool's
 summary line, variants ok / failed; then the racecheck reports grouped by kind) and each tool's
@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cusyncgen.cuda.bench import command_line, slug
+from cusyncgen.commands.bench import command_line, slug
 
-PROG = "python -m cusyncgen.cuda.sanitize"
+PROG = "python -m cusyncgen.commands.sanitize"
 TOOLS = ("memcheck", "synccheck", "racecheck", "sm80")
 OK_LINE = re.compile(r"^variant .*: (ok|ran)|rel_err .* ok$", re.M)
 BAD_LINE = re.compile(r"^variant .*: (WRONG|ERROR)|rel_err .* WRONG$", re.M)
@@ -60,7 +60,7 @@ class Run:
 
 def runs(python: str, model: str, M: int, tools, only: str = "", limits: "dict | None" = None) -> list[Run]:
     limits = {"memcheck": 75, "synccheck": 55, "racecheck": 240, "sm80": 240, **(limits or {})}
-    target = [python, "-m", "cusyncgen.cuda.sm90_check", "--models", model, "--sanitizer-M", str(M)] + \
+    target = [python, "-m", "cusyncgen.commands.sm90_check", "--models", model, "--sanitizer-M", str(M)] + \
         (["--only", only] if only else [])
     out = []
     if "memcheck" in tools:
@@ -74,7 +74,7 @@ def runs(python: str, model: str, M: int, tools, only: str = "", limits: "dict |
                        tuple(target + ["--sanitizer-target", "presatisfied"]), limits["racecheck"]))
     if "sm80" in tools:
         out.append(Run("racecheck", "sm80 selfcheck gpt3 M=1 (every config)",
-                       (python, "-m", "cusyncgen.cuda.selfcheck", "--model", "gpt3", "--M", "1"), limits["sm80"]))
+                       (python, "-m", "cusyncgen.commands.selfcheck", "--model", "gpt3", "--M", "1"), limits["sm80"]))
     return out
 
 
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     prebuild = None
     if "sm80" in tools:  # the SM80 modules selfcheck loads, compiled while the sm90 tools run
         with open(raw / "sm80-prebuild.log", "w") as f:
-            prebuild = subprocess.Popen([sys.executable, "-m", "cusyncgen.cuda.prebuild", "--workloads", "mlp",
+            prebuild = subprocess.Popen([sys.executable, "-m", "cusyncgen.commands.prebuild", "--workloads", "mlp",
                                          "--M", "1"], stdout=f, stderr=subprocess.STDOUT)
     lines = [f"# {command_line(PROG, argv)} on {device}, library {sm90.library_path().parent.name}",
              f"{'tool':10s} {'target':44s} {'status':8s} errors / hazards; variants"]

@@ -1,6 +1,6 @@
 """Compile every module the GPU tests and benchmarks load, in parallel, into the cache.
 
-    python -m cusyncgen.cuda.prebuild [--arch sm_90a] [--jobs N] [--workloads mlp,conv2d] [--tune]
+    python -m cusyncgen.commands.prebuild [--arch sm_90a] [--jobs N] [--workloads mlp,conv2d] [--tune]
 
 Needs nvcc and the CUTLASS headers, not a GPU: run it where compiling is cheap and carry the
 cache folder (CUSYNCGEN_CACHE) to the GPU machine, or run it there with all its cores.
@@ -28,7 +28,7 @@ def sources(sizes=None, workloads=None, tune: bool = False) -> list[build.Source
 
 def main(argv=None) -> int:
     from cusyncgen.workloads import REGISTRY
-    ap = argparse.ArgumentParser(prog="python -m cusyncgen.cuda.prebuild")
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.commands.prebuild")
     ap.add_argument("--arch", default=build.DEFAULT_ARCH)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--M", default=None, help="comma-separated sizes of the sweep, as bench --M (default: each workload's)")

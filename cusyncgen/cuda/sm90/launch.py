@@ -1,0 +1,175 @@
+"""Launching the sm90 library: a Plan (one persistent launch over one GeMM or the GeMMs of a chain,
+its TMA descriptors built once), the stock CUTLASS reference, and Sm90Chain, the sm90 family's side
+of the one launch decoding: a Config becomes launches in cusyncgen.cuda.chain.steps (as for the
+SM80 kernels), and each launch here becomes a Plan with the library's LaunchFlag (plan_flags):
+
+- StreamSync: every GeMM its own plan, in stream order;
+- PDL alone: the producer triggers its dependents, the consumer is PDL-launched and waits for the
+  whole producer grid (griddepcontrol.wait) before its loads;
+- <Policy>+PDL: the consumer PDL-launched, waiting on the tile semaphores instead;
+- <Policy>+Chain (Ordering.PERSISTENT): one persistent plan holding every GeMM, every producer
+  tile handed out before any consumer tile.
+
+Launches take device pointers (ints) and a stream handle; the chain's semaphores, tickets and
+debug record are torch tensors (zeroed once, never reset: the epochs advance). docs/sm90.md.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Sequence
+
+from cusyncgen.cuda.chain import StageFlag, Step, launches, steps
+from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
+from cusyncgen.cuda.lazy import torch
+from cusyncgen.cuda.sm90.desc import EPI_SWIGLU_PAIR, Debug, Gemm, LaunchFlag, policy_desc
+from cusyncgen.cuda.sm90.errors import Sm90Error
+from cusyncgen.cuda.sm90.lib import library
+from cusyncgen.cuda.sm90.tiles import tile_dims
+
+# the policies the library's descriptors evaluate (policy_desc.h)
+POLICIES = ("TileSync", "RowSync")
+RASTERS = {"heuristic": 0, "m": 1, "n": 2}
+# CusyncSm90Debug as int32 words (the chain's record; 16 words leave room for fields it may gain)
+DEBUG_WORDS = 16
+
+
+class Plan:
+    """One persistent launch over one GeMM or the GeMMs of a chain (its TMA descriptors built once)."""
+
+    def __init__(self, config: str, gemms: list, ticket: int = 0, grid: int = 0, flags: LaunchFlag = LaunchFlag.NONE,
+                 timeout_ns: int = 0, debug: int = 0):
+        if not isinstance(flags, LaunchFlag):
+            raise Sm90Error(f"plan flags: a LaunchFlag, not {flags!r} (cusyncgen.cuda.chain's StageFlag is the SM80 "
+                            "kernels')")
+        lib = library()
+        if config not in lib.configs:
+            raise Sm90Error(f"unknown sm90 config {config!r}; the library has {', '.join(lib.configs)}")
+        arr = (Gemm * len(gemms))(*gemms)
+        handle = ctypes.c_void_p()
+        lib.check(lib.dll.cusync_sm90_plan_create(config.encode(), arr, len(gemms), ticket or None, grid, flags.value,
+                                                  timeout_ns, debug or None, ctypes.byref(handle)),
+                  f"sm90 plan ({config}, {len(gemms)} GeMM)")
+        self.lib, self.handle, self.config, self.flags = lib, handle, config, flags
+        self.grid = lib.dll.cusync_sm90_plan_grid(handle)
+
+    def launch(self, stream: int = 0):
+        self.lib.check(self.lib.dll.cusync_sm90_plan_launch(self.handle, ctypes.c_void_p(stream)), "sm90 launch")
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self.lib.dll.cusync_sm90_plan_destroy(self.handle)
+            self.handle = None
+
+
+def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: int, K: int, raster: str = "heuristic",
+               swizzle: int = 1, stream: int = 0):
+    """One launch of the stock CUTLASS GeMM (the A/B reference; not synchronized, no epilogue)."""
+    lib = library()
+    if config not in lib.stock_configs:
+        raise Sm90Error(f"no stock reference {config!r}; the library has {', '.join(lib.stock_configs)}")
+    lib.check(lib.dll.cusync_sm90_stock_gemm(config.encode(), cluster_m, A, B, C, M, N, K, RASTERS[raster], swizzle,
+                                             ctypes.c_void_p(stream)), f"stock CUTLASS GeMM {config} c{cluster_m}x1")
+
+
+def plan_flags(step: Step) -> LaunchFlag:
+    """The library's launch flags of a launch whose first kernel the chain decoded into `step`: PDL
+    trigger and wait as the Step's StageFlag says, the PDL launch attribute where it is
+    PDL-launched (the custom-order flag has no counterpart: an sm90 GeMM always walks its order)."""
+    if step.side_stream or step.wait_kernel:
+        raise Sm90Error("the sm90 kernels run on one stream, without the wait-kernel")
+    f = LaunchFlag.NONE
+    if step.flags & StageFlag.PDL_TRIGGER:
+        f |= LaunchFlag.PDL_TRIGGER
+    if step.flags & StageFlag.PDL_WAIT:
+        f |= LaunchFlag.PDL_WAIT
+    if step.pdl:
+        f |= LaunchFlag.PDL_LAUNCH
+    return f
+
+
+@dataclass(frozen=True)
+class Link:
+    """One GeMM of an sm90 chain: its tile config and descriptor (desc.gemm_desc: its operands,
+    order, split-K and store mode; the chain wires the waits and posts)."""
+
+    config: str
+    gemm: Gemm
+
+
+class Sm90Chain:
+    """The plans of a chain of sm90 GeMMs under a Config (one of SM90_ORDERINGS). `links`: the GeMMs,
+    each consuming the previous one's output; `policies`: with a policy configuration, the
+    compiled PolicyIR of each dependency (links[i] -> links[i + 1]), the one named cfg.policy.
+    Allocates the semaphores, one ticket per waiting plan and the debug record (zeroed once,
+    never reset). Each consumer tile waits on the producer tiles its k-blocks read: the producer's
+    output tile width (its BN, half of it for the SwiGLU pair) and row tile (its BM) come from the
+    producer's link. `name`: what its errors call it (default: the Config's name)."""
+
+    def __init__(self, cfg: Config, links: Sequence[Link], policies: Sequence = (), timeout_ns: int = 0,
+                 name: str = ""):
+        if cfg.ordering not in SM90_ORDERINGS:
+            raise Sm90Error(f"{cfg.name}: the sm90 kernels have no {cfg.ordering.value} ordering (they have "
+                            "StreamSync, PDL, <Policy>+PDL and <Policy>+Chain)")
+        if cfg.policy is None and cfg.ordering in (Ordering.PDL, Ordering.PERSISTENT):
+            raise Sm90Error(f"the {cfg.ordering.value} ordering synchronizes on tiles: it needs a policy "
+                            f"({', '.join(POLICIES)})")
+        if cfg.policy is not None and cfg.policy not in POLICIES:
+            raise Sm90Error(f"{cfg.name}: the sm90 kernels have no policy {cfg.policy} (they have "
+                            f"{', '.join(POLICIES)})")
+        n = len(links)
+        if cfg.policy is not None and len(policies) != n - 1:
+            raise Sm90Error(f"{cfg.name}: a chain of {n} GeMMs needs {n - 1} policies, got {len(policies)}")
+        decoded = steps(cfg, n)
+        groups = launches(decoded)
+        for group in groups:
+            if len({links[i].config for i in group}) > 1:
+                raise Sm90Error(f"{cfg.name}: one launch is one kernel with one tile config: "
+                                f"{' and '.join(links[i].config for i in group)} need launches of their own "
+                                "(StreamSync, PDL or <Policy>+PDL)")
+        self.cfg, self.name = cfg, name or cfg.name
+        gemms = [Gemm.from_buffer_copy(link.gemm) for link in links]
+        dev = torch.device("cuda")
+        self.debug = torch.zeros(DEBUG_WORDS, dtype=torch.int32, device=dev)
+        self.sems = []
+        if cfg.policy is not None:
+            for i, pol in enumerate(policies):
+                if pol.name != cfg.policy:
+                    raise Sm90Error(f"{cfg.name}: dependency {i} was given the policy {pol.name}")
+                sems = torch.zeros(max(1, pol.num_sems), dtype=torch.int32, device=dev)
+                self.sems.append(sems)
+                pd = policy_desc(pol)
+                producer, consumer = gemms[i], gemms[i + 1]
+                bm, bn, _ = tile_dims(links[i].config)
+                producer.out_policy, producer.out_sems = pd, sems.data_ptr()
+                consumer.in_policy, consumer.in_sems = pd, sems.data_ptr()
+                consumer.in_tile_n = bn // 2 if producer.epilogue == EPI_SWIGLU_PAIR else bn
+                consumer.in_tile_m = bm
+        waits = [any(gemms[i].in_sems for i in group) for group in groups]
+        self.tickets = torch.zeros(2 * max(1, sum(waits)), dtype=torch.int64, device=dev)
+        self.plans, k = [], 0
+        for group, wait in zip(groups, waits):
+            kw = {}
+            if wait:   # a plan that waits takes its own ticket (its epochs), times out and reports
+                kw = dict(ticket=self.tickets.data_ptr() + 16 * k, timeout_ns=timeout_ns, debug=self.debug.data_ptr())
+                k += 1
+            self.plans.append(Plan(links[group[0]].config, [gemms[i] for i in group],
+                                   flags=plan_flags(decoded[group[0]]), **kw))
+
+    def launch(self, stream: int = 0):
+        for p in self.plans:
+            p.launch(stream)
+
+    def timed_out(self) -> str | None:
+        """What the first wait that timed out saw (after synchronizing), or None."""
+        d = Debug.from_buffer_copy(self.debug.cpu().numpy().tobytes()[:ctypes.sizeof(Debug)])
+        if not d.failed:
+            return None
+        return (f"a wait timed out: block {d.block} gemm {d.stage} tile ({d.consumer_x}, {d.consumer_y}) producer tile "
+                f"({d.tile_x}, {d.tile_y}) sem {d.sem} seen {d.seen} target {d.expected}")
+
+    def check_debug(self):
+        """Raise if a wait of this chain timed out (call after synchronizing)."""
+        msg = self.timed_out()
+        if msg:
+            raise Sm90Error(f"{self.name}: {msg}")

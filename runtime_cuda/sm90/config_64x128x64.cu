@@ -1,6 +1,0 @@
-// The 64x128x64 tile configuration (one explicit instantiation per file, so they build in parallel).
-#include "sync_gemm_host.cuh"
-
-namespace cusync_sm90 {
-CUSYNC_SM90_CONFIG(plan_64x128x64, 64, 128, 64)
-}  // namespace cusync_sm90
