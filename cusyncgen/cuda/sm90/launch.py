@@ -162,7 +162,8 @@ class Sm90Chain:
 
     def timed_out(self) -> str | None:
         """What the first wait that timed out saw (after synchronizing), or None."""
-        d = Debug.from_buffer_copy(self.debug.cpu().numpy().tobytes()[:ctypes.sizeof(Debug)])
+        words = self.debug.cpu().tolist()[:ctypes.sizeof(Debug) // 4]
+        d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
         if not d.failed:
             return None
         return (f"a wait timed out: block {d.block} gemm {d.stage} tile ({d.consumer_x}, {d.consumer_y}) producer tile "
