@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cusyncgen.commands import sanitize, sm90, sm90_check
+from cusyncgen.commands import sanitize, sm90_check
+from cusyncgen.cuda import sm90
+from cusyncgen.cuda.configs import Ordering
+from cusyncgen.workloads.mlp import MODELS
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = {"benchmarks/README.md", "benchmarks/gpu.sh", "benchmarks/compiler_scale.py"}
@@ -57,23 +60,29 @@ def test_the_checks_default_to_the_committed_sweep():
     split-K where it applies; the per-GeMM pairs never in the chain (one kernel, one tile)."""
     a = sm90_check.parser().parse_args([])
     assert (a.M, a.stress_M, a.banded1, a.grouped2) == ("1,200,512", "256", "off,on,g1", "off,on")
-    vs = sm90_check.variants(sm90.CONFIGS, sm90.ORDERINGS, sm90.POLICIES, sm90.MODELS["gpt3"], 512, ("off", "on"),
+    assert a.orderings == "stream,pdl,pdl+policy,chain" and a.policies == "TileSync,RowSync"
+    orderings = list(sm90_check.ORDERINGS.values())
+    assert set(orderings) == set(Ordering) - {Ordering.WAITKERNEL, Ordering.NONE}   # every sm90 ordering
+    vs = sm90_check.variants(sm90.CONFIGS, orderings, sm90.POLICIES, MODELS["gpt3"], 512, ("off", "on"),
                              ("off", "on", "g1"), sm90_check.PAIRS)
-    assert {v[1] for v in vs} == set(sm90.ORDERINGS) and {v[2] for v in vs} == {None, *sm90.POLICIES}
+    assert {v[1] for v in vs} == set(orderings) and {v[2] for v in vs} == {None, *sm90.POLICIES}
+    assert all((v[2] is None) == (v[1] not in sm90_check.SYNCED) for v in vs)   # a policy where it synchronizes
     assert {v[5] for v in vs} == {False, True, "g1"} and {v[3] for v in vs} == {"none", "auto"}
-    assert not [v for v in vs if "+" in v[0] and v[1] == "chain"]
-    small = sm90_check.variants(sm90.CONFIGS, sm90.ORDERINGS, sm90.POLICIES, sm90.MODELS["gpt3"], 200,
+    assert not [v for v in vs if "+" in v[0] and v[1] == Ordering.PERSISTENT]
+    assert {v[0] for v in vs} == set(sm90.CONFIGS) | set(sm90_check.PAIRS)
+    small = sm90_check.variants(sm90.CONFIGS, orderings, sm90.POLICIES, MODELS["gpt3"], 200,
                                 ("off",), ("off", "on"))
     assert {v[5] for v in small} == {False}  # the banded order from M = 512 on
     # llama-ep's SwiGLU pair epilogue needs 128-wide tiles
-    ep = sm90_check.variants(sm90.CONFIGS, ("stream",), sm90.POLICIES, sm90.MODELS["llama-ep"], 200)
+    ep = sm90_check.variants(sm90.CONFIGS, (Ordering.STREAM,), sm90.POLICIES, MODELS["llama-ep"], 200)
     assert ep and all(sm90.tile_dims(v[0])[1] == 128 for v in ep)
 
 
 def test_the_sanitizer_runs_every_ordering_policy_and_epilogue():
     vs = sm90_check.sanitizer_variants("gpt3")
-    assert {(v[2], v[3]) for v in vs} >= {("stream", None), ("pdl", None)} | {
-        (o, p) for o in ("pdl+policy", "chain") for p in sm90.POLICIES}
+    assert {(v[2], v[3]) for v in vs} >= {(Ordering.STREAM, None), (Ordering.PDL_ALONE, None)} | {
+        (o, p) for o in (Ordering.PDL, Ordering.PERSISTENT) for p in sm90.POLICIES}
+    assert set(sm90.CONFIGS) >= {v[1] for v in vs} | {v[8] for v in vs if v[8]}
     configs = {v[1] for v in vs}
     assert {"64x128x64pp", "128x128x64pp", "128x128x64tma"} <= configs
     assert {v[7] for v in vs} == {"quad", "pair"} and "llama-ep" in {v[0] for v in vs}
@@ -86,11 +95,11 @@ def test_the_sanitizer_runs_every_ordering_policy_and_epilogue():
 
 MEMCHECK = """========= COMPUTE-SANITIZER
 # python -m cusyncgen.commands.sm90_check --sanitizer-target run on NVIDIA H100 80GB HBM3, library lib-x
-variant gpt3 M=128 StreamSync 128x128x64: ok (rel err 1.00e-04)
-variant gpt3 M=128 TileSync Chain 128x128x64: ok (rel err 1.00e-04)
+variant gpt3 M=128 sm90 128x128x64 quad-store StreamSync: ok (rel err 1.00e-04)
+variant gpt3 M=128 sm90 128x128x64 quad-store TileSync+Chain: ok (rel err 1.00e-04)
 ========= ERROR SUMMARY: {n} errors
 """
-RACECHECK = """variant gpt3 M=128 TileSync Chain 128x128x64: ran (output not checked: waits presatisfied)
+RACECHECK = """variant gpt3 M=128 sm90 128x128x64 quad-store TileSync+Chain: ran (output not checked: waits presatisfied)
 ========= Error: Race reported between Write access at void k<1>(P)+0x1a0
 =========     and Read access at void k<1>(P)+0x2b0 [8 hazards]
 ========= Error: Race reported between Write access at void k<1>(P)+0x1c0
