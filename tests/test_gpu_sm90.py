@@ -306,3 +306,48 @@ def test_a_wait_that_never_completes_times_out_naming_the_tile_and_semaphore(pol
     with pytest.raises(sm90.Sm90Error, match=r"a wait timed out: block \d+ gemm 0 tile \(\d+, 0\) producer tile "
                                              r"\(0, 0\) sem \d+ seen 0 target [1-9]\d*$"):
         r.check_debug()
+
+
+@pytest.mark.parametrize("policy", ["TileSync", "RowSync"])
+def test_three_dependent_gemms_in_one_launch(policy):
+    """The chain scheduler over three stages: X -> Y1 -> Y2 -> Z, each GeMM waiting on the previous
+    one's tiles, in one persistent launch (items stage after stage), against the float32 reference,
+    outputs poisoned; then 100 launches back to back, no reset (the epoch)."""
+    from cusyncgen.ir import DimMap, PolicyIR
+
+    torch.manual_seed(3)
+    config, M, H = "128x128x64", 300, 512   # M: a multiple of no tile
+    bm, bn, _ = sm90.tile_dims(config)
+    X = torch.randn(M, H, device="cuda").half()
+    Ws = [(torch.randn(H, H, device="cuda") / H ** 0.5).half() for _ in range(3)]
+    outs = [torch.empty(M, H, device="cuda", dtype=torch.half) for _ in range(3)]
+    ext = (H // bn, -(-M // bm), 1)
+    x_map = DimMap("tile") if policy == "TileSync" else DimMap("all")
+    pol = PolicyIR("d", "c", "p", policy, ext, (x_map, DimMap("tile"), DimMap("tile")),
+                   (ext[0] if policy == "TileSync" else 1) * ext[1])
+    sems = [torch.zeros(pol.num_sems, device="cuda", dtype=torch.int32) for _ in range(2)]
+    ticket = torch.zeros(1, device="cuda", dtype=torch.int64)
+    debug = torch.zeros(16, device="cuda", dtype=torch.int32)
+    ins = [X] + outs[:2]
+    gemms = []
+    for i in range(3):
+        g = sm90.gemm_desc(ins[i].data_ptr(), Ws[i].data_ptr(), outs[i].data_ptr(), M, H, H, config)
+        if i < 2:
+            g.out_policy, g.out_sems = sm90.policy_desc(pol), sems[i].data_ptr()
+        if i > 0:
+            g.in_policy, g.in_sems = sm90.policy_desc(pol), sems[i - 1].data_ptr()
+            g.in_tile_n, g.in_tile_m = bn, bm
+        gemms.append(g)
+    plan = sm90.Plan(config, gemms, ticket=ticket.data_ptr(), timeout_ns=2_000_000_000, debug=debug.data_ptr())
+    ref = X.float()
+    for W_ in Ws:
+        ref = (ref @ W_.float().t()).half().float()   # each stage's fp16 output is the next one's input
+    stream = torch.cuda.current_stream().cuda_stream
+    for launches in (1, 100):
+        for o in outs:
+            o.fill_(float("nan"))
+        for _ in range(launches):
+            plan.launch(stream)
+        torch.cuda.synchronize()
+        assert int(debug[0]) == 0, "a wait timed out"
+        assert _rel(outs[2], ref) < 1e-2, (launches, _rel(outs[2], ref))
