@@ -20,9 +20,9 @@ FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-DNDEBUG
 
 
 def _includes() -> list:
-    from cusyncgen.cuda import sm90
+    from cusyncgen.cuda.sm90 import lib
 
-    return [f"-I{ROOT / 'runtime_cuda'}"] + [f"-I{d}" for d in sm90.cutlass_dirs()]
+    return [f"-I{ROOT / 'runtime_cuda'}"] + [f"-I{d}" for d in lib.cutlass_dirs()]
 
 
 def _header(tmp: Path, B: int = 1, S: int = 1024) -> Path:
