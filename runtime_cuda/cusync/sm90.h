@@ -11,5 +11,6 @@
 #include "sm90/scheduler.h"
 #include "sm90/sync_warp.h"
 #if defined(CUTLASS_VERSION) || __has_include("cutlass/cutlass.h")
+#include "sm90/collective.h"
 #include "sm90/mainloop.h"
 #endif

@@ -32,7 +32,15 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/pipeline/pipeline.hpp"
 
-#include "cusync/sm90.h"
+#include "cusync/debug.h"
+#include "cusync/desc.h"
+#include "cusync/sm90/channel.h"
+#include "cusync/sm90/deps.h"
+#include "cusync/sm90/mainloop.h"
+#include "cusync/sm90/post.h"
+#include "cusync/sm90/scheduler.h"
+#include "cusync/sm90/sync_warp.h"
+#include "cusync/sync.h"
 #include "sm90_api.h"
 
 namespace cusync_sm90 {
