@@ -24,6 +24,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cutlass/cutlass.h"
@@ -70,16 +72,29 @@ using Policy = mlp_gpt3::PAIR_POLICY;
 // the consumer's k-tile k reads producer column k * kTileK / kTileN
 using Waits = cusync::sm90::WaitsDeps<mlp_gpt3::dep_g1_waits, kTileN / kTileK>;
 
+// The producer walks the generated order (its rows complete first); -DPRODUCER_STOCK_ORDER: CUTLASS's.
+#if defined(PRODUCER_STOCK_ORDER)
+using ProducerScheduler = void;
+#else
+using ProducerScheduler = cusync::sm90::OrderedScheduler<mlp_gpt3::g1_order>;
+#endif
 using ProducerGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
     ProblemShape,
     cusync::sm90::SyncCollectiveMma<Mainloop>,                // triggers the consumer's launch
     cusync::sm90::PostingEpilogue<Epilogue, Policy>,          // posts each tile once stored
-    cusync::sm90::OrderedScheduler<mlp_gpt3::g1_order>>>;     // the generated order
+    ProducerScheduler>>;                                      // the generated order
+// The consumer's own order matters only to it (nothing waits on it): CUTLASS's raster and swizzle
+// by default; -DCONSUMER_ORDERED walks the generated g2_order (row-major here: every wave re-reads W2).
+#if defined(CONSUMER_ORDERED)
+using ConsumerScheduler = cusync::sm90::OrderedScheduler<mlp_gpt3::g2_order>;
+#else
+using ConsumerScheduler = void;
+#endif
 using ConsumerGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
     ProblemShape,
     cusync::sm90::SyncCollectiveMma<Mainloop, Policy, Waits>, // waits on the tiles each k-tile reads
     Epilogue,
-    cusync::sm90::OrderedScheduler<mlp_gpt3::g2_order>>>;
+    ConsumerScheduler>>;
 
 // ---- sizes: the generated grids ------------------------------------------------------------------
 constexpr int M = mlp_gpt3::g1::Y * kTileM;   // B * S tokens
@@ -194,6 +209,7 @@ float time_graph(cudaGraphExec_t g, cudaStream_t s) {
 }
 
 int main(int argc, char** argv) {
+  // [launches [rounds [seed [parts]]]]: parts also times each synchronized kernel with a stock one
   const int launches = argc > 1 ? std::atoi(argv[1]) : 1000;  // back-to-back synchronized pairs checked
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 10;      // alternating timing rounds
   Half *X, *W1, *Y, *W2, *Z;
@@ -286,6 +302,32 @@ int main(int argc, char** argv) {
   const double us_s = 100.0 * ts[ts.size() / 2], us_y = 100.0 * ty[ty.size() / 2];  // ms per 10 pairs -> us per pair
   std::printf("M %d  N1 %d  H %d  policy %s\n", M, N1, H, PAIR_STR(PAIR_POLICY));
   std::printf("stock pair in stream order %.1f us, synchronized pair %.1f us: %.3fx\n", us_s, us_y, us_s / us_y);
+  if (argc > 4 && std::string(argv[4]) == "parts") {
+    // Where the time goes, each in stream order, timed like the pairs: the synchronized producer
+    // (posting) with the stock consumer; the stock producer with the synchronized consumer, its
+    // semaphores raised far past any target first (every wait satisfied at the first poll); both
+    // synchronized kernels in stream order (no overlap: what the hooks cost).
+    Runner<ConsumerGemm> cons_free;
+    uint32_t* raised;
+    CHECK(cudaMalloc(&raised, sizeof(uint32_t) * Policy::num_sems));
+    CHECK(cudaMemset(raised, 0x3f, sizeof(uint32_t) * Policy::num_sems));
+    cons_free.init(gemm_args<ConsumerGemm>(g2, M, H, N1, [&](auto& a) { a.sync.in_sems = raised; a.sync.ticket = ticket; },
+                                           none));
+    const std::pair<const char*, cudaGraphExec_t> parts[] = {
+        {"synchronized producer + stock consumer", capture([&] { prod.run(s, false); stock2.run(s, false); })},
+        {"stock producer + synchronized consumer", capture([&] { stock1.run(s, false); cons_free.run(s, false); })},
+        {"both synchronized, stream order", capture([&] { prod.run(s, false); cons.run(s, false); })},
+    };
+    for (const auto& [name, g] : parts) {
+      std::vector<float> t;
+      for (int r = 0; r < rounds; ++r) {
+        t.push_back(time_graph(g, s));
+        time_graph(gs, s);
+      }
+      std::sort(t.begin(), t.end());
+      std::printf("  %-40s %.1f us\n", name, 100.0 * t[t.size() / 2]);
+    }
+  }
   std::printf("%s\n", failures == 0 ? "PASS" : "FAIL");
   return failures == 0 ? 0 : 1;
 }

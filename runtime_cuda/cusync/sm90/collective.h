@@ -75,19 +75,46 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
       const Tile c{static_cast<int>(cute::get<1>(blk_coord)), static_cast<int>(cute::get<0>(blk_coord)), 0};
       const auto item = Deps{}.item(c, k0, k_tile_count);
       const bool leader = cute::elect_one_sync();  // the lane load_synced elects (the whole warp is here)
-      if (leader && epoch_ == 0u && params.sync.in_sems != nullptr)
-        epoch_ = launch_epoch(params.sync.ticket, static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z);
+      const int lane = static_cast<int>(threadIdx.x % 32);
+      if (params.sync.in_sems != nullptr && epoch_ == 0u) {  // the block's first item: the epoch, to every lane
+        uint32_t e = 0u;
+        if (leader)
+          e = launch_epoch(params.sync.ticket, static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z);
+        epoch_ = __shfl_sync(0xffffffffu, e, __ffs(__ballot_sync(0xffffffffu, leader)) - 1);
+      }
       const uint32_t epoch = epoch_;
       const int n = item.count();
+      // First the whole warp reads the item's producer tiles, 32 at a time (relaxed loads in flight
+      // together, then fence.acq_rel.gpu: acquire for those that saw their posts), up to the first
+      // not yet posted: once the producer is ahead, one or two L2 round trips per work item and
+      // none between its loads. __syncwarp orders every lane's acquire before the elected lane's
+      // proxy fence and loads.
       int next = 0;  // the first producer tile not yet seen posted
+      if (params.sync.in_sems != nullptr) {
+        for (int base = 0; base < n; base += 32) {
+          const int i = base + lane;
+          bool ok = true;
+          if (i < n && item.need(i) >= 0) {
+            const Tile t = item.tile(i);
+            ok = reached(ld_relaxed(params.sync.in_sems + Policy{}.sem(t)),
+                         static_cast<uint32_t>(Policy{}.value(t)) * epoch);
+          }
+          fence_acquire();
+          const unsigned missing = __ballot_sync(0xffffffffu, !ok);
+          next = missing == 0u ? (base + 32 < n ? base + 32 : n) : base + __ffs(missing) - 1;
+          if (missing != 0u) break;
+        }
+        __syncwarp();
+      }
+      bool fenced = false;
       // k: the k-tile about to load A (called by the elected thread only). Before a k-tile whose
-      // tiles are not all seen posted, the thread reads the semaphores of the next kPollBatch
-      // tiles with relaxed loads, all in flight at once, then one fence.acq_rel.gpu (acquire for
-      // those that saw their posts): one L2 round trip per batch, not per tile (an acquire per tile,
+      // tiles are not all seen posted (the producer behind), the thread reads the semaphores of the
+      // next kPollBatch tiles the same way, one round trip per batch (an acquire per tile,
       // serialized in this thread, cost the pair about 40% at GPT-3's 48 producer columns).
       auto wait = [&](int k) {
         if (params.sync.in_sems == nullptr) return;
-        bool polled = false;
+        bool polled = !fenced;  // the warp's acquires above, not yet fenced against the async proxy
+        fenced = true;
         while (next < n && item.need(next) <= k - k0) {
           uint32_t seen[kPollBatch], target[kPollBatch];
           CUTLASS_PRAGMA_UNROLL
