@@ -130,8 +130,12 @@ class ChainSpec:
 
     def total_waits(self, choice: Sequence[int]) -> int:
         """Semaphore waits all consumer blocks perform (consecutive waits on one semaphore count once)."""
-        return sum(int(Ragged.of(d.waits).new_runs(d.policies[i].sem).sum())
-                   for d, i in zip(self.deps, choice))
+        return sum(self.total_waits_of(di, i) for di, i in enumerate(choice))
+
+    def total_waits_of(self, dep: int, policy: int) -> int:
+        """:meth:`total_waits` of dependency ``dep`` under its ``policy``-th policy."""
+        d = self.deps[dep]
+        return int(Ragged.of(d.waits).new_runs(d.policies[policy].sem).sum())
 
 
 def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, model: str = "kstep",
