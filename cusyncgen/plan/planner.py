@@ -128,8 +128,9 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         raise ValueError(f"unknown model {model!r}")
     # StreamSync runs the stages one after the other: no semaphores, so none are built
     bare = Chain([Stage(g.name, g.num_tiles, g.occupancy, g.tile_time) for g in spec.grids])
-    base = stream_sync_time(bare, sms, launch_gap, skew)
-    pdl = stream_sync_time(bare, sms, 0.0, skew) if launch_gap > 0 and gpu.cc >= 90 else None
+    shared: dict = {}   # the simulations' common start (simulate's prefix): the first grid alone
+    base = stream_sync_time(bare, sms, launch_gap, skew, prefix=shared)
+    pdl = stream_sync_time(bare, sms, 0.0, skew, prefix=shared) if launch_gap > 0 and gpu.cc >= 90 else None
     unit = max(g.tile_time for g in spec.grids)
     has_order = any(g.has_custom_order for g in spec.grids)
     two_waves = fits_in_two_waves(*stats)
@@ -158,7 +159,8 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
             best = None
             for custom in orders:
                 order = "generated" if custom else "row-major"
-                r = simulate(build_chain(spec, choice, custom, model, wait_cost), sms, "ordered", skew=skew)
+                r = simulate(build_chain(spec, choice, custom, model, wait_cost), sms, "ordered", skew=skew,
+                             prefix=shared)
                 cand = {"deadlock": r.deadlock, "time": r.time,
                         "tie": (total_waits(choice), order != pref, spec.choice_name(choice))}
                 if best is None or _better(cand, best, eps):
@@ -172,11 +174,11 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
     for choice in listed:
         for custom in orders:
             chain = build_chain(spec, choice, custom, model, wait_cost)
-            res = simulate(chain, sms, "ordered", skew=skew)
+            res = simulate(chain, sms, "ordered", skew=skew, prefix=shared)
             cp = critical_path(chain, skew)
             safety = {}
             for ordering, mode in ORDERINGS.items():
-                r = res if mode == "ordered" else simulate(chain, sms, mode, skew=skew)
+                r = res if mode == "ordered" else simulate(chain, sms, mode, skew=skew, prefix=shared)
                 safety[ordering] = {"deadlock": r.deadlock, "note": r.note}
                 if mode == "persistent":
                     safety[ordering]["time"] = r.time
