@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cusyncgen.plan import GPUS, build_chain, make_plan, model, simulate
+from cusyncgen.plan import GPUS, build_chain, critical_path, make_plan, model, simulate
 from cusyncgen.plan.model import ChainSpec, DepSpec, GridSpec, PolicySpec
 from cusyncgen.plan.simulate import Chain, Stage, Steps, stream_sync_time
 
@@ -84,6 +84,7 @@ def _compact_like_lists(spec, sms, skew, model_, wait_cost):
                     assert (got.time, got.stage_end, got.wait_time, got.finished_blocks) == ref
             got = simulate(chain, 1, unlimited=True, skew=skew)
             assert got == simulate(lists, 1, unlimited=True, skew=skew)
+            assert critical_path(chain, skew) == got.time   # in numpy where it applies
             assert (got.time, got.stage_end, got.wait_time, got.finished_blocks) == \
                 reference_simulate(chain, 1, unlimited=True, skew=skew)
     assert stream_sync_time(build_chain(spec, [0] * len(spec.deps), False), sms, 0.25, skew, prefix=shared) == \

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .simulate import Chain, Stage, Steps
+from .simulate import Chain, Stage, Steps, StepTable
 
 #: listed tiles per block of the array work (new runs, sync points): bounds its temporaries
 CHUNK = 1 << 20
@@ -83,29 +83,6 @@ class Ragged(Sequence):
         """``new_runs(sem).sum()``, in blocks."""
         sem = np.asarray(sem)
         return sum(int(self.new_runs(sem, a, b).sum()) for a, b in self.blocks())
-
-
-class StepTable(Sequence):
-    """Per consumer tile of one stage (``build_chain``'s kstep model), its
-    :class:`~cusyncgen.plan.simulate.Steps`, from shared arrays: tile ``c`` has ``n[c]`` steps and
-    the sync points ``bounds[c]:bounds[c + 1]`` of ``pos`` (None: every step is one) and ``keys``
-    (one integer semaphore each). ``array.array``: indexing gives Python ints, 4 or 8 bytes an
-    element."""
-
-    def __init__(self, n: array, bounds: array, pos: array | None, keys: array):
-        self.n, self.bounds, self.pos, self.keys = n, bounds, pos, keys
-        self.np_keys = np.frombuffer(keys, dtype=np.int32 if keys.typecode == "i" else np.int64) \
-            if len(keys) else None
-
-    def __len__(self) -> int:
-        return len(self.n)
-
-    def __getitem__(self, c: int):
-        n = self.n[c]
-        if not n:
-            return ()
-        return Steps(n, self.pos, self.keys, self.bounds[c], self.bounds[c + 1], single=True,
-                     np_keys=self.np_keys)
 
 
 @dataclass
@@ -199,14 +176,15 @@ def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, mode
         raise ValueError(f"unknown model {model!r}")
     posts: dict[str, list | None] = {g.name: None for g in spec.grids}
     sem_values: dict = {}
-    keys: list = []   # semaphore id -> (dep index, sem): the chain's semaphores are these ids
+    names: list = []  # per dep, its semaphores' (dep index, sem): the chain's semaphores are 0, 1, ...
+    nkeys = 0
     syncs: dict = {}  # consumer grid -> [(waits, semaphore id per producer tile)], in dep order
     for di, (d, pi) in enumerate(zip(spec.deps, choice)):
         pol = d.policies[pi]
         prod = spec.grid(d.producer)
         sems, inv = np.unique(np.asarray(pol.sem[:prod.num_tiles]), return_inverse=True)
         inv = inv.ravel()
-        ids = len(keys) + inv
+        ids = nkeys + inv
         last = np.zeros(len(sems), dtype=np.int64)   # a semaphore's value: its last tile's
         np.maximum.at(last, inv, np.arange(len(inv)))
         value = np.asarray(pol.value)[last].tolist()
@@ -215,17 +193,17 @@ def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, mode
         else:
             for p, k in zip(posts[d.producer], ids.tolist()):
                 p.append(k)
-        for j, v in enumerate(value):
-            sem_values[len(keys) + j] = v
-        keys += [(di, s) for s in sems.tolist()]
+        sem_values.update(zip(range(nkeys, nkeys + len(value)), value))
+        names.append(_Names(di, sems))
+        nkeys += len(sems)
         syncs.setdefault(d.consumer, []).append((Ragged.of(d.waits), ids))
     stages = []
     for g in spec.grids:
         w = None
         if g.name in syncs:
-            w = _step_table(syncs[g.name], len(keys))
+            w = _step_table(syncs[g.name], nkeys)
             if w is not None and model == "block":
-                w = _block_steps(w, keys)
+                w = _block_steps(w, [name for n in names for name in n])
         order = list(g.order) if (custom_order and g.order is not None) else None
         stages.append(Stage(g.name, g.num_tiles, g.occupancy, g.tile_time, order, posts[g.name],
                             w, wait_cost))
@@ -248,13 +226,20 @@ def _step_table(deps: list, num_keys: int) -> StepTable | None:
         pieces = []
         shift = np.zeros(stop - start, dtype=np.int64)   # steps of the earlier deps
         for w, ids in deps:
-            lengths = w.lengths[start:stop]
-            heads = w.offsets[start:stop] - w.offsets[start]
-            new = w.new_runs(ids, start, stop)
-            tile = np.repeat(np.arange(stop - start), lengths)
-            p = np.arange(len(new)) - np.repeat(heads, lengths) + shift[tile]
-            shift += lengths
-            pieces.append((tile[new], p[new], ids[w.flat[w.offsets[start]:w.offsets[stop]][new]]))
+            heads = w.offsets[start:stop + 1] - w.offsets[start]
+            s = ids[w.flat[w.offsets[start]:w.offsets[stop]]]   # each listed tile's semaphore
+            new = np.ones(len(s), dtype=bool)                    # as Ragged.new_runs
+            new[1:] = s[1:] != s[:-1]
+            new[heads[:-1][heads[1:] > heads[:-1]]] = True
+            if new.all():   # every listed tile a sync point (as TileSync): all of them, in order
+                idx, k = np.arange(len(s)), s
+                tile = np.repeat(np.arange(stop - start), np.diff(heads))
+            else:
+                idx = np.flatnonzero(new)
+                k = s[idx]
+                tile = np.searchsorted(heads, idx, side="right") - 1
+            pieces.append((tile, idx - heads[tile] + shift[tile], k))
+            shift += np.diff(heads)
         if len(pieces) == 1:   # one dep: its sync points are by tile, then by position already
             tile, p, k = pieces[0]
         else:                  # by tile; within one, by dep, then by position
@@ -274,6 +259,19 @@ def _step_table(deps: list, num_keys: int) -> StepTable | None:
             pos.frombytes(p.astype(np.int32 if pos_code == "i" else np.int64).tobytes())
     bounds = array("q", np.concatenate([[0], np.cumsum(counts)]).tobytes())
     return StepTable(array("q", nsteps.astype(np.int64).tobytes()), bounds, None if dense else pos, keys)
+
+
+class _Names(Sequence):
+    """(dep index, sem) of each of one dep's semaphores, made when read (the block model)."""
+
+    def __init__(self, di: int, sems: np.ndarray):
+        self.di, self.sems = di, sems
+
+    def __len__(self) -> int:
+        return len(self.sems)
+
+    def __getitem__(self, j):
+        return (self.di, int(self.sems[j]))
 
 
 def _block_steps(table: StepTable, keys: list) -> list:
