@@ -5,6 +5,7 @@ merge, against the same chains as lists of steps simulated from scratch and agai
 simulator (test_scale.reference_simulate)."""
 
 import dataclasses
+import importlib
 import random
 
 import pytest
@@ -16,6 +17,8 @@ from cusyncgen.plan.model import ChainSpec, DepSpec, GridSpec, PolicySpec
 from cusyncgen.plan.simulate import Chain, Stage, Steps, stream_sync_time
 
 from test_scale import reference_simulate
+
+SIM = importlib.import_module("cusyncgen.plan.simulate")   # (the package exports the function)
 
 
 @st.composite
@@ -62,8 +65,12 @@ def as_lists(chain: Chain) -> Chain:
 @given(specs(), st.integers(1, 8), st.sampled_from([0.0, 0.15]), st.sampled_from(["kstep", "block"]),
        st.sampled_from([0.0, 0.05]), st.sampled_from([model.CHUNK, 5]))
 def test_compact_chains_and_the_shared_start_simulate_like_lists(spec, sms, skew, model_, wait_cost, chunk):
-    with pytest.MonkeyPatch.context() as mp:   # 5: the sync points built in blocks of a few listed tiles
+    with pytest.MonkeyPatch.context() as mp:   # 5: the arrays built and read in blocks of a few
         mp.setattr(model, "CHUNK", chunk)
+        if chunk == 5:
+            mp.setattr(SIM, "_CP_BLOCKS", 3)
+            mp.setattr(SIM, "_CP_SYNCS", 7)
+            mp.setattr(SIM, "_CP_WINDOW", 2)
         _compact_like_lists(spec, sms, skew, model_, wait_cost)
 
 

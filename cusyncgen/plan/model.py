@@ -9,6 +9,7 @@ Tiles are linear indices ``x + X*(y + Y*z)`` (the runtime's row-major order, x f
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from array import array
 from dataclasses import dataclass, field
@@ -208,6 +209,16 @@ def build_chain(spec: ChainSpec, choice: Sequence[int], custom_order: bool, mode
         stages.append(Stage(g.name, g.num_tiles, g.occupancy, g.tile_time, order, posts[g.name],
                             w, wait_cost))
     return Chain(stages, sem_values, int_keys=True)
+
+
+def with_orders(spec: ChainSpec, chain: Chain, custom_order: bool) -> Chain:
+    """``chain`` (from build_chain) with the grids' generated orders (``custom_order``) or
+    row-major: what build_chain gives for the other choice of order, without building again."""
+    stages = [dataclasses.replace(st, order=list(g.order) if (custom_order and g.order is not None) else None)
+              for st, g in zip(chain.stages, spec.grids)]
+    out = Chain(stages, chain.sem_values, int_keys=chain.int_keys)
+    out._sem_array = getattr(chain, "_sem_array", None)
+    return out
 
 
 def _step_table(deps: list, num_keys: int) -> StepTable | None:

@@ -20,7 +20,7 @@ import math
 from typing import Callable, Sequence
 
 from .gpus import GPU
-from .model import ChainSpec, build_chain
+from .model import ChainSpec, build_chain, with_orders
 from .simulate import Chain, Stage, critical_path, simulate, stream_sync_time
 from .waves import fits_in_two_waves, wave_stats
 
@@ -157,10 +157,10 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
 
         def rank(choice):
             best = None
+            built = build_chain(spec, choice, False, model, wait_cost)
             for custom in orders:
                 order = "generated" if custom else "row-major"
-                r = simulate(build_chain(spec, choice, custom, model, wait_cost), sms, "ordered", skew=skew,
-                             prefix=shared)
+                r = simulate(with_orders(spec, built, custom), sms, "ordered", skew=skew, prefix=shared)
                 cand = {"deadlock": r.deadlock, "time": r.time,
                         "tie": (total_waits(choice), order != pref, spec.choice_name(choice))}
                 if best is None or _better(cand, best, eps):
@@ -172,8 +172,9 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         info.update(found)
     variants = []
     for choice in listed:
+        built = build_chain(spec, choice, False, model, wait_cost)
         for custom in orders:
-            chain = build_chain(spec, choice, custom, model, wait_cost)
+            chain = with_orders(spec, built, custom)
             res = simulate(chain, sms, "ordered", skew=skew, prefix=shared)
             cp = critical_path(chain, skew)
             safety = {}

@@ -198,6 +198,17 @@ class Chain:
     sem_values: dict = field(default_factory=dict)
     int_keys: bool = False   # the semaphores are the ints 0 .. len(sem_values) - 1
 
+    def sem_array(self) -> np.ndarray:
+        """``int_keys``: the values as an int64 array indexed by semaphore (made once; the chain
+        is not changed after it is simulated)."""
+        if getattr(self, "_sem_array", None) is None or len(self._sem_array) != len(self.sem_values):
+            K = len(self.sem_values)
+            a = np.zeros(K, dtype=np.int64)
+            a[np.fromiter(self.sem_values.keys(), dtype=np.int64, count=K)] = \
+                np.fromiter(self.sem_values.values(), dtype=np.int64, count=K)
+            self._sem_array = a
+        return self._sem_array
+
     def validate(self) -> None:
         names = set()
         posted: dict = {}
@@ -302,9 +313,7 @@ def _need(chain: Chain, posts=None, finished=(), check: bool = False) -> tuple:
     else a dict and None."""
     if chain.int_keys:
         K = len(chain.sem_values)
-        need = np.zeros(K, dtype=np.int64)
-        need[np.fromiter(chain.sem_values.keys(), dtype=np.int64, count=K)] = \
-            np.fromiter(chain.sem_values.values(), dtype=np.int64, count=K)
+        need = chain.sem_array().copy()
         if posts is not None and len(finished):
             flat = np.fromiter(itertools.chain.from_iterable(map(posts.__getitem__, finished)), dtype=np.int64)
             if check:
@@ -606,11 +615,11 @@ def simulate(chain: Chain, num_sms: int, launch: str = "ordered", *, unlimited: 
     return res
 
 
-def _finish_times(st: Stage, si: int, tickets: np.ndarray, now, skew: float) -> np.ndarray:
+def _finish_times(st: Stage, si: int, tickets: np.ndarray, now, skew: float, order=None) -> np.ndarray:
     """When the blocks of ``tickets`` of stage ``st`` (index ``si``) end if dispatched (or started)
     at ``now`` with every semaphore posted: what advance computes, elementwise (``now`` may be
-    one time or one per ticket)."""
-    tiles = tickets if st.order is None else np.asarray(st.order, dtype=np.int64)[tickets]
+    one time or one per ticket); ``order``: ``st.order`` as an int64 array, if it has one."""
+    tiles = tickets if st.order is None else order[tickets]
     dur = np.full(len(tiles), st.tile_time) if skew == 0 else st.tile_time * _skew_np(si, tiles, skew)
     if st.waits is None:
         return now + dur
@@ -636,6 +645,7 @@ def _drain(stages, events, free, cap, queue, stage_seq, stream, ready, launch_ga
     nqueue = sum(s.num_tiles for s in stages)
     units = cap // stages[0].occupancy
     spare = sum(free)
+    orders: dict = {}  # stage -> its order as an array
     at: dict = {}      # time -> {stage: blocks ending then}
     times: list = []   # heap of the keys of at
 
@@ -677,8 +687,10 @@ def _drain(stages, events, free, cap, queue, stage_seq, stream, ready, launch_ga
                     break
                 ready = si
             k = min(spare // units, qend - qpos)
+            if si not in orders:
+                orders[si] = None if stages[si].order is None else np.asarray(stages[si].order, dtype=np.int64)
             ends = _finish_times(stages[si], si, np.arange(qpos - qstart, qpos - qstart + k, dtype=np.int64),
-                                 now, skew)
+                                 now, skew, orders[si])
             if ends.min() == ends.max():   # (lockstep: one time)
                 add(float(ends[0]), si, k)
             else:
@@ -928,8 +940,9 @@ def critical_path(chain: Chain, skew: float = 0.0) -> float:
     return simulate(chain, 1, "ordered", unlimited=True, skew=skew).time if t is None else t
 
 
-#: blocks per numpy batch of _critical_path_np, and sync points looked at per block at once
-_CP_BLOCKS, _CP_WINDOW = 1 << 15, 32
+#: per numpy batch of _critical_path_np at most this many blocks and (unless one block has more)
+#: sync points; sync points looked at per block at once
+_CP_BLOCKS, _CP_SYNCS, _CP_WINDOW = 1 << 15, 1 << 20, 32
 
 
 def _critical_path_np(chain: Chain, skew: float):
@@ -980,9 +993,7 @@ def _critical_path_np(chain: Chain, skew: float):
     place = np.concatenate([p for _, p in post_at]) if post_at else np.zeros(0, dtype=np.int64)
     order = np.lexsort((place, block, end[block]))   # the posts in the order they are processed
     keys = keys[order]
-    value = np.zeros(K, dtype=np.int64)
-    value[np.fromiter(chain.sem_values.keys(), dtype=np.int64, count=K)] = \
-        np.fromiter(chain.sem_values.values(), dtype=np.int64, count=K)
+    value = chain.sem_array()
     count = np.bincount(keys, minlength=K)
     if np.any(count < value):
         return None   # a semaphore never posted: the simulation says how it deadlocks
@@ -1006,8 +1017,13 @@ def _critical_path_np(chain: Chain, skew: float):
             result = max(result, float((0.0 + dur[n_all == 0]).max()))
         sk = table.shared.np_keys
         pos = None if table.pos is None else np.frombuffer(table.pos, dtype=np.int32 if table.pos.typecode == "i" else np.int64)
-        for a in range(0, len(tiles), _CP_BLOCKS):
-            sel = slice(a, a + _CP_BLOCKS)
+        syncs = np.cumsum(bounds[tiles + 1] - bounds[tiles])   # sync points up to each block
+        a = 0
+        while a < len(tiles):
+            b = int(np.searchsorted(syncs, (syncs[a - 1] if a else 0) + _CP_SYNCS, side="right"))
+            b = min(len(tiles), a + _CP_BLOCKS, max(b, a + 1))
+            sel = slice(a, b)
+            a = b
             keep = n_all[sel] > 0
             n, d = n_all[sel][keep], dur[sel][keep]
             lo, hi = bounds[tiles[sel][keep]], bounds[tiles[sel][keep] + 1]
