@@ -30,7 +30,7 @@ def render(plan: dict) -> str:
         out.append(f"  Search: {search['combinations']:,} combinations of one policy per dep, more than "
                    f"--max-candidates {search['max_candidates']:,}: coordinate descent from each dep's first "
                    f"policy, one dep at a time; {search['simulated']:,} simulated in {search['passes']} "
-                   f"passes, {how}. Listed: the start and the result.")
+                   f"pass{'' if search['passes'] == 1 else 'es'}, {how}. Listed: the start and the result.")
     if plan.get("pdl_alone"):
         pa = plan["pdl_alone"]
         out.append(f"  PDL alone:  {_g(pa['time'])}  ({pa['speedup']:.3f}x: the launch gap saved, nothing overlapped)")
