@@ -37,12 +37,56 @@ Grid c(x, y, 40000, 40000);
 Dep d({c, Tile(x, y)}, {p, Tile(x, y)});
 """
 
+def chain(n: int, tiles: int = 64) -> str:
+    """n grids of ``tiles`` tiles, each tile reading the same tile of the previous grid: two
+    policies per dep (TileSync, RowSync), 2^(n-1) combinations of them."""
+    lines = [f"// a chain of {n} grids: 2^{n - 1} policy combinations", f"Param Tiles = {tiles};", "Dim x;"]
+    lines += [f"Grid g{i}(x, Tiles);" for i in range(n)]
+    lines += [f"Dep d{i}({{g{i + 1}, Tile(x)}}, {{g{i}, Tile(x)}});" for i in range(n - 1)]
+    return "\n".join(lines) + "\n"
+
+
+def row_chain(n: int) -> str:
+    """n grids of 16 x 32 tiles, each tile reading its row of the previous grid."""
+    lines = [f"// a chain of {n} grids of 16 x 32 tiles, each tile reading its row of the previous grid",
+             "Dim x, y;"] + [f"Grid g{i}(x, y, 16, 32);" for i in range(n)]
+    lines += [f"Dep d{i}({{g{i + 1}, Tile(x, y)}}, {{g{i}, ForAll(Tile(x, y), x, Range(g{i}.x))}});"
+              for i in range(n - 1)]
+    return "\n".join(lines) + "\n"
+
+
+ROWS = """// 100 rows of 4096 producer tiles; each of 122 x 100 consumer tiles reads its whole row: 49,971,200 edges
+Dim x, y;
+Grid g1(x, y, 4096, 100);
+Grid g2(x, y, 122, 100);
+Dep dep({g2, Tile(x, y)}, {g1, ForAll(Tile(x, y), x, Range(g1.x))});
+"""
+
+ONE_ROW = """// one row of 7000 producer tiles, read whole by each of 7000 consumer tiles: 49,000,000 edges
+Dim x;
+Grid g1(x, 7000);
+Grid g2(x, 7000);
+Dep dep({g2, Tile(x)}, {g1, ForAll(Tile(x), x, Range(g1.x))});
+"""
+
+CAUSAL = """// 64 x 64 tiles, tile (x, y) reading rows 0..y of its column: 133,120 edges
+Dim x, y;
+Grid p(x, y, 64, 64);
+Grid c(x, y, 64, 64);
+Dep d({c, Tile(x, y)}, {p, ForAll(Tile(x, y), y, Range(y + 1))});
+"""
+
+#: the scratch programs: {name} in a case's argv is the path of program ``name``
+PROGRAMS = {"big": BIG, "chain14": chain(14), "chain16": chain(16), "chain40": chain(40),
+            "rowchain40": row_chain(40), "rows": ROWS, "onerow": ONE_ROW, "causal": CAUSAL}
+
 GPT3 = ["examples/mlp_gpt3.dep", "-D", "B=64", "-D", "S=2048"]
+GPT3_50M = ["examples/mlp_gpt3.dep", "-D", "B=10850", "-D", "S=128"]
 GPT3_SMALL = ["examples/mlp_gpt3.dep", "-D", "B=8", "-D", "S=256"]
 
-#: (name, what it shows, argv after ``python -m cusyncgen``; {out} is a scratch file, {big} the
-#: 40000 x 40000 program). The 40000 x 40000 cases must end within seconds: they get at most
-#: REFUSAL_TIMEOUT.
+#: (name, what it shows, argv after ``python -m cusyncgen``; {out} is a scratch file, {big} and the
+#: other names of PROGRAMS their programs). The 40000 x 40000 cases must end within seconds: they
+#: get at most REFUSAL_TIMEOUT.
 CASES = [
     ("check gpt3-mlp B=64 S=2048", "98,304 consumer tiles, 4,718,592 edges", ["check", *GPT3]),
     ("emit deps gpt3-mlp B=64 S=2048", "the edges' JSON to a file", [*GPT3, "--emit", "deps", "-o", "{out}"]),
@@ -59,6 +103,16 @@ CASES = [
     ("check attention_gpt3 (defaults)", "", ["check", "examples/attention_gpt3.dep"]),
     ("check mlp_llama (defaults)", "", ["check", "examples/mlp_llama.dep"]),
     ("check conv_resnet38 (defaults)", "", ["check", "examples/conv_resnet38.dep"]),
+    ("plan chain of 14 grids", "64 tiles each, 8,192 policy combinations", ["plan", "{chain14}"]),
+    ("plan chain of 16 grids", "64 tiles each, 32,768 policy combinations", ["plan", "{chain16}"]),
+    ("plan chain of 40 grids", "64 tiles each, 2^39 policy combinations", ["plan", "{chain40}"]),
+    ("plan row chain of 40 grids", "16 x 32 tiles each reading a row, 2^39 combinations", ["plan", "{rowchain40}"]),
+    ("plan 50M edges: rows of 4096", "49,971,200 edges (RowSync's pattern), 421,800 tiles", ["plan", "{rows}"]),
+    ("plan 50M edges: one row of 7000", "49,000,000 edges, 14,000 tiles", ["plan", "{onerow}"]),
+    ("plan 50M edges: gpt3-mlp B=10850 S=128", "49,996,800 edges, 1,562,400 tiles", ["plan", *GPT3_50M]),
+    ("plan causal 64x64 --max-edges 133120", "exactly its edges: allowed",
+     ["plan", "{causal}", "--max-edges", "133120"]),
+    ("plan causal 64x64 --max-edges 133119", "one edge over: refused", ["plan", "{causal}", "--max-edges", "133119"]),
 ]
 
 REFUSAL_TIMEOUT = 60.0
@@ -86,7 +140,9 @@ def run_case(tree: Path, argv: list, timeout: float, mem_bytes: int, scratch: Pa
     out = scratch / "out"
     if out.exists():
         out.unlink()
-    args = [a.replace("{out}", str(out)).replace("{big}", str(scratch / "big.dep")) for a in argv]
+    args = [a.replace("{out}", str(out)) for a in argv]
+    for name in PROGRAMS:
+        args = [a.replace("{" + name + "}", str(scratch / f"{name}.dep")) for a in args]
     env = dict(os.environ, PYTHONPATH=str(tree))
     r = subprocess.run([sys.executable, "-c", LAUNCHER, str(timeout), str(mem_bytes),
                         sys.executable, "-m", "cusyncgen", *args],
@@ -123,7 +179,8 @@ def measure(tree: Path, timeout: float, mem_gb: float, only=None) -> dict:
     rows = []
     with tempfile.TemporaryDirectory() as d:
         scratch = Path(d)
-        (scratch / "big.dep").write_text(BIG)
+        for name, text in PROGRAMS.items():
+            (scratch / f"{name}.dep").write_text(text)
         for name, note, argv in CASES:
             if only and name not in only:
                 continue

@@ -126,13 +126,14 @@ def magnitude(e: Expr, maxabs: dict) -> int:
     raise TypeError(e)
 
 
-def _names(e: Expr) -> set:
+def expr_names(e: Expr) -> set:
+    """The variable names ``e`` reads (``c.x``, ``i0``...)."""
     if isinstance(e, Var):
         return {e.name}
     if isinstance(e, Add):
-        return set().union(*(_names(t) for t in e.terms))
+        return set().union(*(expr_names(t) for t in e.terms))
     if isinstance(e, (Mul, FloorDiv, Mod)):
-        return _names(e.arg)
+        return expr_names(e.arg)
     return set()
 
 
@@ -140,7 +141,7 @@ def evaluate_np(e: Expr, env: dict) -> np.ndarray:
     """:func:`evaluate` over int64 arrays (or ints) that broadcast together; the result is an
     int64 array (0-d when ``e`` is constant). Where some intermediate value could leave int64 it
     computes with Python ints (object arrays) instead, so the result is exact."""
-    names = _names(e)
+    names = expr_names(e)
     maxabs = {}
     for n in names:
         v = env[n]

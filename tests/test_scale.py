@@ -330,7 +330,7 @@ def test_guard_refuses_with_the_count_and_the_flag():
     assert limits.edge_count(prog) == 73_728 == len(prog.edges())
     with pytest.raises(limits.TooLargeError) as e:
         check.problems(prog, max_edges=70_000)
-    assert "up to 73,728 edges" in str(e.value) and "limit of 70,000" in str(e.value)
+    assert "has 73,728 edges" in str(e.value) and "limit of 70,000" in str(e.value)
     assert "each waiting on 48 tiles of 'g1'" in str(e.value) and "--max-edges N" in str(e.value)
     assert check.problems(prog, max_edges=73_728) == []
     with pytest.raises(limits.TooLargeError, match="grid 'g1' has 768 tiles"):
@@ -340,10 +340,42 @@ def test_guard_refuses_with_the_count_and_the_flag():
     causal = cusyncgen.compile("Dim x, y; Grid p(x, y, 4, 4); Grid c(x, y, 4, 4);\n"
                                "Dep d({c, Tile(x, y)}, {p, ForAll(Tile(x, y), y, Range(y + 1))});",
                                name="causal.dep").program
-    assert limits.edge_count(causal) == 64 and len(causal.edges()) == 40   # a bound: the largest Range
-    with pytest.raises(limits.TooLargeError, match="each waiting on up to 4 tiles of 'p'"):
-        limits.check_edges(causal, 63)
-    limits.check_edges(causal, 64)
+    assert limits.edge_count(causal) == 40 == len(causal.edges())   # Range(y + 1): 1 + 2 + 3 + 4 per column
+    with pytest.raises(limits.TooLargeError, match="has 40 edges .*each waiting on up to 4 tiles of 'p'"):
+        limits.check_edges(causal, 39)
+    limits.check_edges(causal, 40)
+
+
+CAUSAL_64 = ("Dim x, y; Grid p(x, y, 64, 64); Grid c(x, y, 64, 64);\n"
+             "Dep d({c, Tile(x, y)}, {p, ForAll(Tile(x, y), y, Range(y + 1))});\n")
+
+
+@pytest.mark.parametrize("argv", [["check", "{f}"], ["{f}", "--emit", "deps", "-o", "{o}"], ["plan", "{f}"]])
+def test_a_causal_range_counts_its_edges_exactly_at_the_limit(argv, tmp_path, capsys):
+    """64 x 64 tiles, tile (x, y) reading rows 0..y: 64 * (1 + ... + 64) = 133,120 edges, not the
+    262,144 of the largest Range: allowed at exactly that limit, refused one below."""
+    prog = cusyncgen.compile(CAUSAL_64, name="causal.dep").program
+    assert limits.edge_count(prog) == 133_120 == len(prog.edges())
+    f, out = tmp_path / "causal.dep", tmp_path / "out.json"
+    f.write_text(CAUSAL_64)
+    args = [a.replace("{f}", str(f)).replace("{o}", str(out)) for a in argv]
+    assert cli.main(args + ["--max-edges", "133120"]) == 0
+    capsys.readouterr()
+    out.unlink(missing_ok=True)
+    assert cli.main(args + ["--max-edges", "133119"]) == 1
+    err = capsys.readouterr().err
+    assert "has 133,120 edges" in err and "limit of 133,119" in err and not out.exists()
+
+
+def test_a_variable_range_over_too_many_coordinates_counts_at_its_largest(monkeypatch):
+    src = CAUSAL_64.replace("Range(y + 1)", "Range(x + y + 1)").replace("p(x, y, 64, 64)", "p(x, y, 64, 127)")
+    prog = cusyncgen.compile(src, name="c.dep").program
+    exact = sum(x + y + 1 for x in range(64) for y in range(64))
+    assert limits.edge_count(prog) == exact == len(prog.edges())
+    monkeypatch.setattr(limits, "EXACT_SUM_TILES", 64 * 64 - 1)   # x and y read: 4096 coordinates
+    assert limits.edge_count(prog) == 64 * 64 * 127
+    with pytest.raises(limits.TooLargeError, match="has up to 520,192 edges"):
+        limits.check_edges(prog, exact)
 
 
 def test_a_40000_by_40000_program_is_refused_before_enumerating():
@@ -351,7 +383,7 @@ def test_a_40000_by_40000_program_is_refused_before_enumerating():
     assert limits.DEFAULT_MAX_EDGES < 1_600_000_000
     with pytest.raises(limits.TooLargeError, match="1,600,000,000 tiles"):
         check.problems(prog)
-    with pytest.raises(limits.TooLargeError, match="up to 1,600,000,000 edges"):
+    with pytest.raises(limits.TooLargeError, match="has 1,600,000,000 edges"):
         emit.deps_json_chunks(prog)   # refused when asked for, before any output
     with pytest.raises(limits.TooLargeError):
         spec_from_program(prog)

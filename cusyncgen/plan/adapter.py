@@ -137,19 +137,40 @@ def _arrays(program, dep: str, prod: str):
 
 
 def _waits(p, cg: GridSpec, pg: GridSpec) -> Ragged:
-    """Per consumer tile (linear), the producer tiles (linear) it waits on, in blocks."""
+    """Per consumer tile (linear), the producer tiles (linear) it waits on: counted first (no
+    tiles enumerated), then enumerated in blocks of about CHUNK into one array (int32 where the
+    producer's tiles fit), so that no more than a block is ever held twice."""
     from cusyncgen.ir import CHUNK
     X, Y, _ = cg.extent
     PX, PY, _ = pg.extent
     step = max(1, CHUNK // max(1, p.count))
-    lengths, flat = [], []
-    for start in range(0, cg.num_tiles, step):
-        lin = np.arange(start, min(start + step, cg.num_tiles), dtype=np.int64)
-        counts, t = p.enumerate_np(lin % X, (lin // X) % Y, lin // (X * Y))
-        lengths.append(counts)
-        flat.append(t[:, 0] + PX * (t[:, 1] + PY * t[:, 2]))
-    offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
-    return Ragged(offsets, np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+    blocks = [np.arange(start, min(start + step, cg.num_tiles), dtype=np.int64)
+              for start in range(0, cg.num_tiles, step)]
+    lengths = np.zeros(cg.num_tiles, dtype=np.int64)
+    for lin in blocks:
+        env = {"c.x": lin % X, "c.y": (lin // X) % Y, "c.z": lin // (X * Y)}
+        for ts in p.tilesets:
+            lengths[lin] += np.broadcast_to(np.asarray(ts.count_np(env), dtype=np.int64), lin.shape)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    flat = np.empty(int(offsets[-1]), dtype=np.int32 if pg.num_tiles < 2**31 else np.int64)
+    for lin in blocks:
+        env = {"c.x": lin % X, "c.y": (lin // X) % Y, "c.z": lin // (X * Y)}
+        rows, masks = [], []   # per tile set: (consumer tiles, its tiles) linear indices, mask
+        for ts in p.tilesets:   # ProducerIR.enumerate_np, linearized before anything is stacked
+            (x, y, z), mask = ts.enumerate_np(env, len(lin))
+            rows.append(x + PX * (y + PY * z))
+            masks.append(mask)
+        a, b = offsets[lin[0]], offsets[lin[-1] + 1]
+        if len(rows) == 1 and masks[0] is None:
+            flat[a:b] = rows[0].ravel()
+        else:
+            t = np.concatenate(rows, axis=1)
+            mask = np.concatenate([np.ones(r.shape, dtype=bool) if m is None else m
+                                   for r, m in zip(rows, masks)], axis=1)
+            if not np.array_equal(mask.sum(axis=1), lengths[lin]):   # enumerate_np against count_np
+                raise AdapterError(f"producer {p.grid}: enumerated tiles differ from their count")
+            flat[a:b] = t[mask]
+    return Ragged(offsets, flat)
 
 
 def _policy(p, pg: GridSpec) -> PolicySpec:

@@ -3,7 +3,7 @@
     cusyncgen plan FILE.dep [-D N=V ...] [--gpu v100|a100|h100|h200|auto]
                    [--occupancy GRID=BLOCKS_PER_SM ... | --block GRID=THREADS,REGS,SMEM ...]
                    [--tile-time GRID=US ...] [--wait-cost US] [--launch-gap US] [--skew F]
-                   [--calibrated] [--model kstep|block] [--json]
+                   [--calibrated] [--model kstep|block] [--max-candidates N] [--json]
     cusyncgen plan --paper [--gpu v100] [--model kstep|block]   # Table I / IV reproduction
 
 Bad input prints ``cusyncgen plan: error: ...`` (or the compiler's ``file:line:col: error:``)
@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-edges", type=_pos_int, default=None, metavar="N",
                    help="refuse programs with more than N (consumer tile, producer tile) edges or a grid "
                         "of more than N tiles (default: cusyncgen.limits.DEFAULT_MAX_EDGES)")
+    p.add_argument("--max-candidates", type=_pos_int, default=None, metavar="N",
+                   help="simulate at most N combinations of one policy per dep: every combination when there "
+                        "are at most N, else a coordinate descent one dep at a time that stops after N "
+                        "(default: cusyncgen.plan.planner.DEFAULT_MAX_CANDIDATES)")
     p.add_argument("--paper", action="store_true", help="reproduce the paper's Tables I and IV (V100)")
     return p
 
@@ -139,7 +143,8 @@ def _main(args) -> int:
                               f"{res[2]} bytes of shared memory does not fit on one SM of {gpu.name}")
         occ[name] = n
     terms = _timing_terms(args, gpu)
-    return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms, max_edges=args.max_edges)
+    return _plan_file(args.file, params, gpu, occ, tt, args.model, args.json, *terms, max_edges=args.max_edges,
+                      max_candidates=args.max_candidates)
 
 
 def _timing_terms(args, gpu) -> tuple[float, float, float]:
@@ -167,11 +172,11 @@ def _calibrated_gpus() -> str:
 
 
 def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch_gap=0.0, skew=0.0,
-               max_edges=None) -> int:
+               max_edges=None, max_candidates=None) -> int:
     import os
 
     from .adapter import AdapterError, spec_from_program
-    from .planner import make_plan
+    from .planner import DEFAULT_MAX_CANDIDATES, make_plan
     from .report import render
 
     compiled = cliutil.compile_file(path, params)
@@ -184,7 +189,8 @@ def _plan_file(path, params, gpu, occ, tt, model, as_json, wait_cost=0.0, launch
                                  + "".join(f" -D {k}={v}" for k, v in params.items()),
                                  max_edges=max_edges)
         plan = make_plan(spec, gpu, model=model, time_unit="us" if tt and len(tt) == len(spec.grids) else "tile",
-                         wait_cost=wait_cost, launch_gap=launch_gap, skew=skew)
+                         wait_cost=wait_cost, launch_gap=launch_gap, skew=skew,
+                         max_candidates=DEFAULT_MAX_CANDIDATES if max_candidates is None else max_candidates)
     except (AdapterError, ValueError) as e:
         raise CusyncError(str(e)) from None
     if tt and len(tt) != len(spec.grids):

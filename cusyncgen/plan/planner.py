@@ -2,12 +2,25 @@
 
 Everything here is a pure function of a :class:`~cusyncgen.plan.model.ChainSpec` and a GPU; the
 result is a JSON-able dict that ``report.py`` renders.
+
+Which combinations of one policy per dependency are simulated: every one while there are at most
+``max_candidates`` (``--max-candidates``; the paper's examples have at most 36), else a coordinate
+descent (:func:`descend`): from every dependency's first policy (the finest the compiler derives),
+one dependency at a time, each of its other policies with the others held, keeping a change that
+the ordered simulation ranks better as :func:`pick` would; passes until a whole pass changes
+nothing (a local optimum: no single dependency's other policy is better) or ``max_candidates``
+combinations have been simulated. A pass simulates ``sum(policies - 1)`` combinations: linear in
+the number of dependencies where the product is exponential.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from typing import Callable, Sequence
+
 from .gpus import GPU
-from .model import ChainSpec, build_chain
+from .model import ChainSpec, build_chain, with_orders
 from .simulate import Chain, Stage, critical_path, simulate, stream_sync_time
 from .waves import fits_in_two_waves, wave_stats
 
@@ -21,6 +34,12 @@ ORDERINGS = {
 
 
 PDL_ALONE = "PDL"   # the recommendation without tile semaphores that PDL-launches the consumer
+
+#: the policy combinations plan simulates at most (``--max-candidates``): all of them up to this
+#: many, else a coordinate descent that stops after this many
+DEFAULT_MAX_CANDIDATES = 256
+
+SEARCHES = ("auto", "exhaustive", "descent")
 
 
 def pick(variants: list[dict], base_time: float, pdl_time: float | None, order_pref: str) -> dict:
@@ -45,11 +64,58 @@ def pick(variants: list[dict], base_time: float, pdl_time: float | None, order_p
     return {"policy": r["policy"], "order": r["order"], "time": r["time"], "near": len(near), "pick": r}
 
 
+def _better(a: dict, b: dict, eps: float) -> bool:
+    """Does :func:`pick` prefer ranked candidate ``a`` to ``b`` (``deadlock``, ``time``, then
+    ``total_waits``, tile order, name)?"""
+    if a["deadlock"] or b["deadlock"]:
+        return not a["deadlock"] and b["deadlock"]
+    if a["time"] < b["time"] - eps:
+        return True
+    return a["time"] <= b["time"] + eps and a["tie"] < b["tie"]
+
+
+def descend(num_policies: Sequence[int], rank: Callable[[tuple], dict], max_candidates: int,
+            eps: float) -> tuple:
+    """Coordinate descent over one policy per dependency (module docstring). ``rank(choice)``: a
+    dict with ``deadlock``, ``time`` and ``tie`` (a sortable tie-break, :func:`pick`'s order).
+    Returns (the start, the result, {"simulated", "passes", "converged"}); ``rank`` is called at
+    most ``max_candidates`` times, once per combination."""
+    ranked: dict = {}
+
+    def get(choice):
+        if choice not in ranked:
+            ranked[choice] = rank(choice)
+        return ranked[choice]
+
+    start = cur = tuple(0 for _ in num_policies)
+    get(cur)
+    passes, converged = 0, False
+    while not converged and len(ranked) < max_candidates:
+        passes += 1
+        changed = False
+        for i, n in enumerate(num_policies):
+            for p in range(n):
+                cand = cur[:i] + (p,) + cur[i + 1:]
+                if p == cur[i] or (cand not in ranked and len(ranked) >= max_candidates):
+                    continue
+                if _better(get(cand), ranked[cur], eps):
+                    cur, changed = cand, True
+        converged = not changed
+    return start, cur, {"simulated": len(ranked), "passes": passes, "converged": converged}
+
+
 def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = "tile",
-              wait_cost: float = 0.0, launch_gap: float = 0.0, skew: float = 0.0) -> dict:
+              wait_cost: float = 0.0, launch_gap: float = 0.0, skew: float = 0.0,
+              max_candidates: int = DEFAULT_MAX_CANDIDATES, search: str = "auto") -> dict:
     """``launch_gap`` and ``skew``: the simulator's timing terms (0: the lockstep wave model of the
     paper's tables); with a launch gap on a GPU with PDL (sm_90+), PDL alone is a candidate too:
-    it saves the gap and nothing else."""
+    it saves the gap and nothing else. ``max_candidates`` and ``search`` (``auto``: exhaustive up
+    to ``max_candidates`` combinations, else ``descent``): which combinations of one policy per
+    dependency are simulated (module docstring); ``plan["search"]`` says what was done."""
+    if search not in SEARCHES:
+        raise ValueError(f"unknown search {search!r}")
+    if max_candidates < 1:
+        raise ValueError("max_candidates must be at least 1")
     sms = gpu.num_sms
     grids = []
     stats = []
@@ -62,19 +128,58 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
         raise ValueError(f"unknown model {model!r}")
     # StreamSync runs the stages one after the other: no semaphores, so none are built
     bare = Chain([Stage(g.name, g.num_tiles, g.occupancy, g.tile_time) for g in spec.grids])
-    base = stream_sync_time(bare, sms, launch_gap, skew)
-    pdl = stream_sync_time(bare, sms, 0.0, skew) if launch_gap > 0 and gpu.cc >= 90 else None
+    shared: dict = {}   # the simulations' common start (simulate's prefix): the first grid alone
+    base = stream_sync_time(bare, sms, launch_gap, skew, prefix=shared)
+    pdl = stream_sync_time(bare, sms, 0.0, skew, prefix=shared) if launch_gap > 0 and gpu.cc >= 90 else None
     unit = max(g.tile_time for g in spec.grids)
     has_order = any(g.has_custom_order for g in spec.grids)
+    two_waves = fits_in_two_waves(*stats)
+    orders = [False, True] if has_order else [False]
+    dep_waits: dict = {}
+
+    def total_waits(choice) -> int:
+        for key in enumerate(choice):
+            if key not in dep_waits:
+                dep_waits[key] = spec.total_waits_of(*key)
+        return sum(dep_waits[key] for key in enumerate(choice))
+
+    num_policies = [len(d.policies) for d in spec.deps]
+    combinations = math.prod(num_policies) if spec.deps else 0
+    exhaustive = search == "exhaustive" or (search == "auto" and combinations <= max_candidates)
+    info = {"method": "exhaustive" if exhaustive else "descent", "combinations": combinations,
+            "max_candidates": max_candidates}
+    if exhaustive or not spec.deps:
+        listed = itertools.product(*[range(n) for n in num_policies]) if spec.deps else []
+        info.update(simulated=combinations, passes=None, converged=None)
+    else:
+        pref = "row-major" if (two_waves or not has_order) else "generated"
+        eps = 1e-9 * max(1.0, base.time)
+
+        def rank(choice):
+            best = None
+            built = build_chain(spec, choice, False, model, wait_cost)
+            for custom in orders:
+                order = "generated" if custom else "row-major"
+                r = simulate(with_orders(spec, built, custom), sms, "ordered", skew=skew, prefix=shared)
+                cand = {"deadlock": r.deadlock, "time": r.time,
+                        "tie": (total_waits(choice), order != pref, spec.choice_name(choice))}
+                if best is None or _better(cand, best, eps):
+                    best = cand
+            return best
+
+        start, result, found = descend(num_policies, rank, max_candidates, eps)
+        listed = [start] if start == result else [start, result]
+        info.update(found)
     variants = []
-    for choice in spec.choices() if spec.deps else []:
-        for custom in ([False, True] if has_order else [False]):
-            chain = build_chain(spec, choice, custom, model, wait_cost)
-            res = simulate(chain, sms, "ordered", skew=skew)
+    for choice in listed:
+        built = build_chain(spec, choice, False, model, wait_cost)
+        for custom in orders:
+            chain = with_orders(spec, built, custom)
+            res = simulate(chain, sms, "ordered", skew=skew, prefix=shared)
             cp = critical_path(chain, skew)
             safety = {}
             for ordering, mode in ORDERINGS.items():
-                r = res if mode == "ordered" else simulate(chain, sms, mode, skew=skew)
+                r = res if mode == "ordered" else simulate(chain, sms, mode, skew=skew, prefix=shared)
                 safety[ordering] = {"deadlock": r.deadlock, "note": r.note}
                 if mode == "persistent":
                     safety[ordering]["time"] = r.time
@@ -85,13 +190,12 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
                 "speedup": (base.time / res.time) if res.time > 0 and not res.deadlock else None,
                 "deadlock": res.deadlock, "wait_time": res.wait_time,
                 "num_sems": [spec.deps[i].policies[c].num_sems for i, c in enumerate(choice)],
-                "total_waits": spec.total_waits(choice), "launch_orderings": safety,
+                "total_waits": total_waits(choice), "launch_orderings": safety,
                 # the one-launch chain (no launch gap, no second grid): where a kernel family has it
                 "chain_time": safety["chain"]["time"],
                 "chain_speedup": (base.time / safety["chain"]["time"]) if not safety["chain"]["deadlock"] else None,
                 "stage_end": res.stage_end,
             })
-    two_waves = fits_in_two_waves(*stats)
     none_deadlocks = any(v["launch_orderings"]["none"]["deadlock"] for v in variants)
     decisions = {
         "W": {
@@ -148,5 +252,5 @@ def make_plan(spec: ChainSpec, gpu: GPU, model: str = "kstep", time_unit: str = 
                        "whole_waves": sum(s.full_waves for s in stats),
                        "fractional_waves": sum(s.waves for s in stats)},
         "pdl_alone": {"time": pdl.time, "speedup": base.time / pdl.time} if pdl else None,
-        "variants": variants, "decisions": decisions, "recommended": rec,
+        "search": info, "variants": variants, "decisions": decisions, "recommended": rec,
     }

@@ -23,6 +23,14 @@ def render(plan: dict) -> str:
     wc += f", tail skew {plan['skew']:g}" if plan.get("skew") else ""
     out += ["", f"Simulation ({plan['model']} model{wc}; times in {unit}, dispatch in launch order, a waiting block holds its slot):",
             f"  StreamSync: {_g(ss['time'])}  (whole waves {ss['whole_waves']}, fractional sum {ss['fractional_waves']:.2f})"]
+    search = plan.get("search") or {}
+    if search.get("method") == "descent":
+        how = ("a local optimum: no other policy of any one dep is faster" if search["converged"] else
+               "stopped at --max-candidates before a pass changed nothing")
+        out.append(f"  Search: {search['combinations']:,} combinations of one policy per dep, more than "
+                   f"--max-candidates {search['max_candidates']:,}: coordinate descent from each dep's first "
+                   f"policy, one dep at a time; {search['simulated']:,} simulated in {search['passes']} "
+                   f"pass{'' if search['passes'] == 1 else 'es'}, {how}. Listed: the start and the result.")
     if plan.get("pdl_alone"):
         pa = plan["pdl_alone"]
         out.append(f"  PDL alone:  {_g(pa['time'])}  ({pa['speedup']:.3f}x: the launch gap saved, nothing overlapped)")
