@@ -40,7 +40,8 @@ def include_flags() -> list:
         for loc in spec.submodule_search_locations:
             inc = Path(loc) / "source" / "include"
             if inc.is_dir():
-                flags.append(f"-I{inc}")
+                # CUTLASS/CuTe, and its tools' util headers (packed strides, as its examples use)
+                flags += [f"-I{d}" for d in (inc, inc.parent / "tools" / "util" / "include") if d.is_dir()]
                 break
     return flags
 
