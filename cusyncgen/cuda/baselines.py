@@ -149,6 +149,19 @@ class VendorForms:
         return out
 
 
+    def rows(self, names: tuple, point: dict, base: float, tol: float) -> list[dict]:
+        """The vendor's eager and CUDA-graph rows of one point (`names`: their configs, e.g.
+        ("cuBLAS", "cuBLAS+graph"); `point`: the row's model and M), each its fastest correct
+        form, with its speed-up over the point's StreamSync time `base`."""
+        out = []
+        for name, suffix in zip(names, ("", "+graph")):
+            r = self.row(suffix, tol)
+            if r is None:
+                raise RuntimeError(f"{point['model']} {point['M']}: no vendor form ran ({self.skipped})")
+            out.append({**point, "config": name, **r, "speedup_vs_streamsync": round(base / r["time_us"], 4)})
+        return out
+
+
 def time_forms(forms: VendorForms, iters: int) -> VendorForms:
     """Every form of `forms` timed eagerly ("") and in a CUDA graph ("+graph")."""
     forms.time({"": time_eager, "+graph": graph_time}, iters)

@@ -503,13 +503,7 @@ def measure_point(model: str, layer: str, batch: int, iters: int, stream, seed: 
     forms = baselines.VendorForms.check(vendor_forms(x, ws, bs), lambda name, fn: rel_err(
         [cupy.from_dlpack(fn().permute(0, 2, 3, 1).contiguous())], refs[-1:]))
     baselines.time_forms(forms, iters)
-    for cname, suffix in (("cuDNN", ""), ("cuDNN+graph", "+graph")):
-        r = forms.row(suffix, TOL)
-        if r is None:
-            raise RuntimeError(f"{chain.label} batch={batch}: no cuDNN form ran ({forms.skipped})")
-        rows.append({"model": chain.label, "M": batch, "config": cname, **r,
-                     "speedup_vs_streamsync": round(base / r["time_us"], 4)})
-    return rows
+    return rows + forms.rows(("cuDNN", "cuDNN+graph"), {"model": chain.label, "M": batch}, base, TOL)
 
 
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True, sync_warp: bool | None = None,

@@ -664,13 +664,7 @@ def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict
     from cusyncgen.cuda import baselines
 
     forms = baselines.time_forms(check_vendor_forms(m, bufs, ref), iters)
-    rows = []
-    for name, suffix in (("cuBLAS", ""), ("cuBLAS+graph", "+graph")):
-        r = forms.row(suffix, TOL)
-        if r is None:
-            raise RuntimeError(f"{m.name} M={M}: no vendor form ran ({forms.skipped})")
-        rows.append({"model": m.name, "M": M, "config": name, **r,
-                     "speedup_vs_streamsync": round(base / r["time_us"], 4)})
+    rows = forms.rows(("cuBLAS", "cuBLAS+graph"), {"model": m.name, "M": M}, base, TOL)
     flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
     byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
     floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
