@@ -99,7 +99,9 @@ def test_version_and_includes(capsys):
     assert rc == 0 and flags[0] == f"-I{ROOT / 'runtime_cuda'}"
     import importlib.util
     if importlib.util.find_spec("cutlass_library") is not None:
-        assert len(flags) == 2 and Path(flags[1][2:], "cute").is_dir()
+        # CUTLASS/CuTe and its util headers (packed strides), as the CUTLASS example needs them
+        assert len(flags) == 3 and Path(flags[1][2:], "cute").is_dir()
+        assert Path(flags[2][2:], "cutlass", "util", "packed_stride.hpp").is_file()
 
 
 def test_check_subcommand(capsys, tmp_path):
