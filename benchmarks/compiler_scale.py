@@ -226,7 +226,8 @@ def markdown(data: dict) -> str:
                      f"{m['cpu_model'] or m['system']}, no GPU, Python {m['python']}, numpy "
                      f"{m['numpy']}; limits {r['timeout_s']:g} s and {r['memory_limit_gib']:g} GiB "
                      f"a case; load average {min(c['load_avg_1min_before'] for c in r['cases']):.1f}"
-                     f"-{max(c['load_avg_1min_before'] for c in r['cases']):.1f}")
+                     f"-{max(c['load_avg_1min_before'] for c in r['cases']):.1f}"
+                     + (f"; `{r['command']}`" if r.get("command") else ""))
     lines += ["", "| case | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     names = [c["name"] for c in runs[labels[-1]]["cases"]]
     for name in names:
@@ -262,6 +263,7 @@ def main(argv=None) -> int:
             commit = r.stdout.strip() or "?"
         run = measure(args.tree.resolve(), args.timeout, args.memory_gb, args.only)
         run["commit"] = commit
+        run["command"] = " ".join(["python benchmarks/compiler_scale.py", *(argv if argv is not None else sys.argv[1:])])
         old = data["runs"].get(args.label)
         if args.only and old:   # keep the label's other cases, in CASES order
             for c in old["cases"]:
