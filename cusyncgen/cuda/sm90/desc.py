@@ -1,6 +1,6 @@
 """The sm90 library's C structs and constants (runtime_cuda/sm90/sm90_api.h) as ctypes mirrors, and
 the descriptors built from the compiler's IR: a PolicyIR as a CusyncSm90Policy, an OrderIR as a
-CusyncSm90Order (policy_desc.h evaluates both on the device exactly as PolicyIR.sem/value and
+CusyncSm90Order (runtime_cuda/cusync/desc.h evaluates both on the device exactly as PolicyIR.sem/value and
 OrderIR.tile do; desc_sem, desc_value and desc_tile are the same evaluation in Python, for the CPU
 tests), and one GeMM as a CusyncSm90Gemm. The library exports each struct's layout (abi.h) and
 lib.Library compares it with these mirrors when it loads."""
@@ -10,6 +10,7 @@ import ctypes
 import enum
 
 from cusyncgen.cuda.sm90.errors import Sm90Error
+from cusyncgen.ir import DIM_KIND_CODES
 from cusyncgen.cuda.sm90.split import NO_SPLIT, Split, as_split
 from cusyncgen.cuda.sm90.tiles import cluster_m, order_grid, tile_dims
 
@@ -45,8 +46,8 @@ EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = (Epilogue.IDENTITY,
                                                               Epilogue.SWIGLU_PAIR)
 STORE_QUAD, STORE_PAIR = Store.QUAD, Store.PAIR
 STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
-# cusyncgen.ir.DimMap kinds as policy_desc.h numbers them
-DIM_KINDS = {"tile": 0, "all": 1, "mod": 2, "div": 3}
+# cusyncgen.ir.DimMap kinds as the descriptors number them (cusync/desc.h)
+DIM_KINDS = DIM_KIND_CODES
 # [W1|V] row interleaving of llama-ep's first weight: a SwiGLU pair tile is twice this wide
 SWIGLU_BLOCK = 64
 
@@ -94,26 +95,16 @@ STRUCTS = {"CusyncSm90Policy": Policy, "CusyncSm90Order": Order, "CusyncSm90Gemm
 
 
 def policy_desc(p) -> Policy:
-    """A cusyncgen.ir.PolicyIR as the device descriptor (policy_desc.h evaluates it like PolicyIR)."""
-    d = Policy()
-    for i, dm in enumerate(p.dims):
-        d.kind[i] = DIM_KINDS[dm.kind]
-        d.param[i] = int(dm.param)
-        d.extent[i] = int(p.producer_extent[i])
-    d.num_sems = int(p.num_sems)
-    return d
+    """A cusyncgen.ir.PolicyIR as the device descriptor (PolicyIR.desc(): the same numbers the
+    generated header's `<policy>_desc()` holds; cusync/desc.h evaluates it like PolicyIR)."""
+    kinds, params, extent, num = p.desc()
+    return Policy((ctypes.c_int32 * 3)(*kinds), (ctypes.c_int32 * 3)(*params), (ctypes.c_int32 * 3)(*extent), num)
 
 
 def order_desc(o) -> Order:
-    """A cusyncgen.ir.OrderIR as the device descriptor."""
-    d = Order()
-    d.group_dim = -1 if o.group_dim is None else "xyz".index(o.group_dim)
-    d.group_stride = int(o.group_stride)
-    d.group_count = int(o.group_count)
-    d.groups_outer = int(bool(o.groups_outer))
-    for i in range(3):
-        d.extent[i] = int(o.extent[i])
-    return d
+    """A cusyncgen.ir.OrderIR as the device descriptor (OrderIR.desc(), as the header's `<grid>_order_desc()`)."""
+    group_dim, stride, count, outer, extent = o.desc()
+    return Order(group_dim, stride, count, outer, (ctypes.c_int32 * 3)(*extent))
 
 
 def row_major_order(X: int, Y: int) -> Order:
@@ -123,7 +114,7 @@ def row_major_order(X: int, Y: int) -> Order:
     return d
 
 
-# Python mirrors of policy_desc.h (the CPU test compares them, and the host-compiled header, with
+# Python mirrors of cusync/desc.h (the CPU test compares them, and the host-compiled header, with
 # PolicyIR.sem/value and OrderIR.tile).
 def _dim(kind, param, t, E):
     if kind == 0:
@@ -149,7 +140,7 @@ def desc_value(d: Policy, t) -> int:
 
 def producer_rows(y: int, bm: int, in_bm: int, producer_Y: int) -> tuple:
     """(py0, rows): the producer row blocks [py0, py0 + rows) that a consumer tile's rows
-    [y bm, (y + 1) bm) read when the producer's row tile is in_bm (policy_desc.h's producer_rows)."""
+    [y bm, (y + 1) bm) read when the producer's row tile is in_bm (cusync/sm90/deps.h, ColumnDeps::rows)."""
     py0 = y * bm // in_bm
     return py0, min(-(-(y + 1) * bm // in_bm), producer_Y) - py0
 

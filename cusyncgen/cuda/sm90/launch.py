@@ -27,7 +27,7 @@ from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.lib import library
 from cusyncgen.cuda.sm90.tiles import tile_dims
 
-# the policies the library's descriptors evaluate (policy_desc.h)
+# the policies the library's descriptors evaluate (cusync/desc.h)
 POLICIES = ("TileSync", "RowSync")
 RASTERS = {"heuristic": 0, "m": 1, "n": 2}
 # CusyncSm90Debug as int32 words (the chain's record; 16 words leave room for fields it may gain)
