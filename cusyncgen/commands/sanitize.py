@@ -154,7 +154,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         log = raw / run.log_name
         with open(log, "w") as f:
-            # a session of its own: a tool out of time is stopped with the program it runs
+            # its own process group: a tool out of time is stopped with the program it runs
             proc = subprocess.Popen([cs, "--tool", run.tool, *extra, "--print-limit", "50", *run.command],
                                     stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **dict(run.env)},
                                     start_new_session=True)
