@@ -9,13 +9,9 @@ import shutil
 
 import pytest
 
-try:
-    import torch
+from support import sm90_gpu
 
-    _gpu = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-    _why = "" if _gpu else "no sm_90 GPU (torch sees none)"
-except ImportError:
-    _gpu, _why = False, "torch is not installed"
+_gpu, _why = sm90_gpu()
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason=_why or "GPU available")]
 

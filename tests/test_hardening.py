@@ -4,8 +4,6 @@ lists of every compiler command (cusyncgen, check, plan, reorder)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -17,9 +15,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import cusyncgen
-from cusyncgen import cli, dsl
+from cusyncgen import dsl
 from cusyncgen.errors import (ArityError, CusyncError, CusyncWarning, InvalidNameError, KindError,
                               ParamValueError, ValueRangeError)
+from support import run_cli as run  # cli.main in-process: (exit status, stdout, stderr)
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"
@@ -29,19 +28,6 @@ Grid c(x, y, 2, 2);
 Dep d({c, Tile(x, y)}, {p, ForAll(Tile(x, y), y, Range(2))});
 """
 COMMANDS = [[], ["check"], ["plan"]]  # the ones that compile a .dep program
-
-
-def run(argv, stdin: str = ""):
-    """cli.main in-process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    old_in = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(list(argv))
-    finally:
-        sys.stdin = old_in
-    return rc, out.getvalue(), err.getvalue()
 
 
 def run_process(argv, cwd=None, stdout=None):

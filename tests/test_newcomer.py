@@ -4,7 +4,6 @@ never a traceback, and nothing written or changed on error. CPU only, a few seco
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import json
@@ -16,28 +15,16 @@ from pathlib import Path
 import pytest
 
 import cusyncgen
-from cusyncgen import cli, files
+from cusyncgen import files
 from cusyncgen.commands import tune
 from cusyncgen.errors import CusyncError
+from support import run_cli as run  # cli.main in-process: (exit status, stdout, stderr)
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"
 RESULTS = ROOT / "benchmarks" / "results"
 LLAMA_EP = EX / "mlp_llama_ep.dep"
 SIZES = ["-D", "B=1", "-D", "S=128"]
-
-
-def run(argv, stdin="") -> tuple:
-    """cli.main in-process: (exit status, stdout, stderr); ``stdin`` None: started with it closed."""
-    out, err = io.StringIO(), io.StringIO()
-    old_in = sys.stdin
-    sys.stdin = io.StringIO(stdin) if isinstance(stdin, str) else stdin
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(list(argv))
-    finally:
-        sys.stdin = old_in
-    return rc, out.getvalue(), err.getvalue()
 
 
 def one_error_line(err: str, prog: str) -> str:

@@ -42,6 +42,13 @@ def command_line(prog: str, argv) -> str:
     return shlex.join(prog.split() + list(sys.argv[1:] if argv is None else argv))
 
 
+def check_kernel(ap, args) -> None:
+    """A usage error unless --kernel (when given) is a kernel family of the workload."""
+    from cusyncgen.workloads import FAMILIES
+    if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
+        ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
+
+
 def command_note(result: dict) -> list[str]:
     """The markdown line that names the command which wrote a result (none if it is not known)."""
     return [f"Written by `{result['command']}`.", ""] if result.get("command") else []
@@ -215,8 +222,7 @@ def main(argv=None) -> int:
                     help="where the JSON, markdown and PNG go (default: the current directory)")
     args = ap.parse_args(argv)
     command = command_line("cusyncgen bench", argv)
-    if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
-        ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
+    check_kernel(ap, args)
     onoff = {"auto": None, "on": True, "off": False}
     options = {"sync_warp": onoff[args.sync_warp], "spread": onoff[args.spread], "tiles": args.tiles}
     asked = {k: v for k, v in options.items() if v is not None}

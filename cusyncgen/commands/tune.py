@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from cusyncgen import files
-from cusyncgen.commands.bench import command_line, command_note, slug
+from cusyncgen.commands.bench import check_kernel, command_line, command_note, slug
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads.base import STREAM_ORDER, VENDOR, family  # noqa: F401  (the API)
 from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, default_tiles, tile_candidates  # noqa: F401
@@ -461,8 +461,7 @@ def main(argv=None) -> int:
                     help="where the report, dispatch table and tune cache go (default: the current directory)")
     args = ap.parse_args(argv)
     command = command_line("cusyncgen tune", argv)
-    if args.kernel is not None and args.kernel not in FAMILIES[args.workload]:
-        ap.error(f"--kernel {args.kernel}: {args.workload} has {', '.join(FAMILIES[args.workload])} kernels")
+    check_kernel(ap, args)
     cls = get(args.workload, args.kernel) if args.kernel else tunable[args.workload]
     if args.calibrate and args.from_cache is None:
         ap.error("--calibrate needs --from-cache")

@@ -20,7 +20,7 @@ from cusyncgen.cuda.sm90.tiles import (CONFIGS, STOCK_CONFIGS, STOCK_TILES, TILE
                                        order_grid, parse_configs, source_dir, tile_dims)
 from cusyncgen.cuda.sm90.split import (ITEM_COST_K, NO_SPLIT, SPLIT_COST_K, Split, as_split, auto_splits, has_split,
                                        split_makespan)
-from cusyncgen.cuda.sm90.desc import (DIM_KINDS, EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY, EPI_SWIGLU_PAIR, STORE_PAIR,
+from cusyncgen.cuda.sm90.desc import (EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY, EPI_SWIGLU_PAIR, STORE_PAIR,
                                       STORE_QUAD, STORES, STRUCTS, SWIGLU_BLOCK, Debug, Epilogue, Gemm, LaunchFlag,
                                       Order, Policy, Store, desc_sem, desc_tile, desc_value, gemm_desc, order_desc,
                                       policy_desc, producer_rows, row_major_order)
@@ -28,7 +28,7 @@ from cusyncgen.cuda.sm90.orders import band_rows, banded_order, cluster_order, g
 from cusyncgen.cuda.sm90.lib import LIB_NAME, Library, build, library, library_path, source_hash
 from cusyncgen.cuda.sm90.launch import POLICIES, RASTERS, Link, Plan, Sm90Chain, plan_flags, stock_gemm
 
-__all__ = ["CONFIGS", "DIM_KINDS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "ITEM_COST_K",
+__all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "ITEM_COST_K",
            "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",
            "STORE_PAIR", "STORE_QUAD", "STRUCTS", "SWIGLU_BLOCK", "TILES", "Debug", "Epilogue", "Gemm", "LaunchFlag",
            "Library", "Link", "Order", "Plan", "Policy", "Sm90Chain", "Sm90Error", "Split", "StockTile", "Store",

@@ -10,7 +10,6 @@ import ctypes
 import enum
 
 from cusyncgen.cuda.sm90.errors import Sm90Error
-from cusyncgen.ir import DIM_KIND_CODES
 from cusyncgen.cuda.sm90.split import NO_SPLIT, Split, as_split
 from cusyncgen.cuda.sm90.tiles import cluster_m, order_grid, tile_dims
 
@@ -46,8 +45,6 @@ EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = (Epilogue.IDENTITY,
                                                               Epilogue.SWIGLU_PAIR)
 STORE_QUAD, STORE_PAIR = Store.QUAD, Store.PAIR
 STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
-# cusyncgen.ir.DimMap kinds as the descriptors number them (cusync/desc.h)
-DIM_KINDS = DIM_KIND_CODES
 # [W1|V] row interleaving of llama-ep's first weight: a SwiGLU pair tile is twice this wide
 SWIGLU_BLOCK = 64
 
