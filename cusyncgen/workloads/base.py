@@ -11,12 +11,14 @@ from cusyncgen.cuda.configs import Config, Ordering
 # (Conv2D today); the stream-ordered baseline of a point is the fastest of "StreamSync" and
 # "StreamSync" + SPLIT_K.
 SPLIT_K = "/split-K"
+# Rows of the sm90 MLP's decode kernel (workloads.mlp_decode) are named config + DECODE.
+DECODE = "/decode"
 
 
 def family(config: str) -> str:
     """A configuration's policy ("RowSync+PDL+R" -> "RowSync", "PDL/split-K" -> "PDL"); StreamSync
     and PDL are their own."""
-    return config.removesuffix(SPLIT_K).split("+")[0]
+    return config.partition("/")[0].split("+")[0]
 
 
 # The vendor library's rows and the roofline floor: not configurations of our kernels.
@@ -72,9 +74,10 @@ def offers(workload, cfg: Config) -> bool:
 
 
 def is_policy(config: str, vendor: str) -> bool:
-    """A generated policy's row on the chain's own kernels: not StreamSync, PDL alone, the floor,
-    the vendor library, nor a configuration re-timed on the split-K chain."""
-    return config not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph") and not config.endswith(SPLIT_K)
+    """A generated policy's row: not StreamSync or PDL alone (on any kernels), the floor, the vendor
+    library, nor a configuration re-timed on the split-K chain."""
+    base = config.partition("/")[0]
+    return base not in ("StreamSync", "PDL", "floor", vendor, vendor + "+graph") and not config.endswith(SPLIT_K)
 
 
 def rel_err(z, ref) -> float:

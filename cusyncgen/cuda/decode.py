@@ -1,0 +1,274 @@
+"""The decode MLP kernel (runtime_cuda/kernels/decode_mlp.cuh): its module, the ctypes mirrors of
+its parameters, the packed weight layout and the launches of each ordering.
+
+One cubin (built by cusyncgen.cuda.build, cached, no GPU needed) holds a kernel per token-block
+count TB (M <= 8 TB rows) and the A/B variants: `source()` is its translation unit. `DecodeMlp` owns a model's workspace
+(fp32 partial sums and group counts per GeMM, left zero by every launch; semaphores and the epoch
+ticket per policy; the debug record) and launches:
+
+  StreamSync       the two GeMMs as two launches in stream order;
+  PDL              the second PDL-launched: its first weight loads before griddepcontrol.wait;
+  <Policy>+Chain   one launch of both (each block its share of the first, then of the second),
+                   the second waiting per 64-column tile of Y on the compiled policy's semaphores.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from functools import lru_cache
+
+from cusyncgen.cuda import build
+from cusyncgen.cuda.sm90.desc import Debug, Policy
+from cusyncgen.errors import CusyncError
+
+HEADER = "kernels/decode_mlp.cuh"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A kernel variant (cusync::decode::Shape): TB token blocks of 8 rows, D weight steps in flight
+    a warp, RW weight rows a warp (16 or 32; a step is 8 * 16 / RW 32-column chunks: eight 16-byte
+    loads a lane), the weight loads' cache qualifiers, blocks an SM, packed or row-major weights."""
+
+    tb: int
+    d: int
+    rw: int = 32
+    hint: int = 2      # weight loads: 0 ld.global.nc, 1 + L1::no_allocate, 2 + L2::256B
+    blocks: int = 2    # blocks of 128 threads an SM (the registers a thread may use: 65536 / 128 / blocks)
+    packed: bool = False  # the weights in pack_weights' layout
+
+    @property
+    def name(self) -> str:
+        return f"cusync_decode_mlp_{self.tb}_{self.d}_{self.rw}_{self.hint}_{self.blocks}_{int(self.packed)}"
+
+    @property
+    def step_k(self) -> int:
+        """K columns of a step."""
+        return 8 * 32 // (2 * (self.rw // 16))
+
+    @property
+    def rows(self) -> int:
+        """Weight rows of a block step."""
+        return 4 * self.rw
+
+    @property
+    def macro(self) -> str:
+        return (f"CUSYNC_DEFINE_DECODE_MLP({self.tb}, {self.d}, {self.rw}, {self.hint}, {self.blocks}, "
+                f"{int(self.packed)})")
+
+# The variant each token-block count runs: packed weights, 32 rows a warp, weight loads that skip
+# L1 (it keeps X), and as many blocks an SM and steps in flight as registers allow without spilling
+# (docs/design.md, "Token generation: streaming the weights"); and the same at M <= 8 on row-major
+# weights (no packed copy), for A/B runs and the tests.
+VARIANTS = (Shape(1, 2, 32, 1, 3, True), Shape(2, 2, 32, 1, 3, True), Shape(4, 2, 32, 1, 2, True),
+            Shape(8, 1, 32, 1, 2, True))
+EXTRA = (Shape(1, 2, 32, 1, 3, False),)
+MAX_M = 8 * VARIANTS[-1].tb
+THREADS = 128
+TILE_COLS = 64      # output columns of a producer tile
+WS_STRIDE = 64      # floats per row of the partial sums
+ACT = {"identity": 0, "gelu": 1, "swiglu": 2}
+
+
+class DecodeError(CusyncError):
+    def __init__(self, message: str):
+        super().__init__(message, None)
+
+
+class Gemm(ctypes.Structure):
+    """CusyncDecodeGemm."""
+
+    _fields_ = [("x", ctypes.c_void_p), ("w", ctypes.c_void_p), ("y", ctypes.c_void_p), ("ws", ctypes.c_void_p),
+                ("counts", ctypes.c_void_p), ("n", ctypes.c_int32), ("k", ctypes.c_int32), ("act", ctypes.c_int32),
+                ("pad", ctypes.c_int32)]
+
+
+class Params(ctypes.Structure):
+    """CusyncDecodeParams."""
+
+    _fields_ = [("gemm", Gemm * 2), ("policy", Policy), ("sems", ctypes.c_void_p), ("ticket", ctypes.c_void_p),
+                ("debug", ctypes.c_void_p), ("timeout_ns", ctypes.c_longlong), ("m", ctypes.c_int32),
+                ("first", ctypes.c_int32), ("last", ctypes.c_int32), ("pdl", ctypes.c_int32)]
+
+
+def source() -> build.Source:
+    """The translation unit of every variant (VARIANTS)."""
+    lines = [f'#include "{HEADER}"'] + [v.macro for v in VARIANTS + EXTRA]
+    lines.append('extern "C" __device__ const int cusync_decode_params_size = sizeof(CusyncDecodeParams);')
+    return build.Source("decode_mlp", "\n".join(lines) + "\n")
+
+
+def variant(M: int) -> Shape:
+    """The variant for M rows: the fewest token blocks that hold them."""
+    if not 1 <= M <= MAX_M:
+        raise DecodeError(f"the decode MLP takes 1 to {MAX_M} rows, not M = {M}")
+    return next(v for v in VARIANTS if 8 * v.tb >= M)
+
+
+def check_shape(n: int, k: int, act: str, rows: int = 128) -> None:
+    if n % rows or k % 32:
+        raise DecodeError(f"the decode MLP needs N a multiple of {rows} and K of 32 (a GeMM is {n} x {k})")
+    if act == "swiglu" and n % (2 * TILE_COLS):
+        raise DecodeError(f"SwiGLU's [W1|V] rows come in blocks of {2 * TILE_COLS} (N = {n})")
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One GeMM of the decode MLP: weight rows n, K, its activation (ACT)."""
+
+    n: int
+    k: int
+    act: str = "identity"
+
+    def __post_init__(self):
+        check_shape(self.n, self.k, self.act)
+
+    @property
+    def n_out(self) -> int:
+        return self.n // 2 if self.act == "swiglu" else self.n
+
+    @property
+    def tiles(self) -> int:
+        """Producer tiles of its output (TILE_COLS wide)."""
+        return self.n_out // TILE_COLS
+
+
+def pack_weights(w, step_k: int):
+    """A weight [N, K] (fp16, row-major; CuPy, or NumPy for checks on the CPU) in a packed variant's
+    layout: per 16-row group and step of step_k columns (K zero-padded to whole steps) one
+    contiguous tile, in the order a warp's loads read it: load i = (h, c) of lane (g, t) holds row
+    8 h + g, columns 32 c + 8 t .. + 8. A copy: the row-major weight stays the caller's."""
+    import numpy
+    xp = numpy if isinstance(w, numpy.ndarray) else _cupy()
+    n, k = w.shape
+    if n % 16 or step_k % 32:
+        raise DecodeError(f"packing takes 16-row groups and 32-column chunks (a weight of {n} rows, steps of {step_k})")
+    steps = -(-k // step_k)
+    if steps * step_k != k:
+        w = xp.concatenate([w, xp.zeros((n, steps * step_k - k), dtype=w.dtype)], axis=1)
+    t = w.reshape(n // 16, 2, 8, steps, step_k // 32, 4, 8)        # [group, h, g, step, c, t, e]
+    return xp.ascontiguousarray(t.transpose(0, 3, 1, 4, 2, 5, 6)).reshape(n, steps * step_k)
+
+
+def _cupy():
+    from cusyncgen.cuda.lazy import cupy
+    return cupy
+
+
+@lru_cache(maxsize=None)
+def module():
+    """The loaded cubin (built here if the cache lacks it); checks the parameter struct's size."""
+    from cusyncgen.cuda import driver
+    mod = driver.Module(build.build(source()))
+    size = mod.constant_int("cusync_decode_params_size")
+    if size != ctypes.sizeof(Params):
+        raise DecodeError(f"{mod.path.name}: CusyncDecodeParams is {size} bytes, its ctypes mirror "
+                          f"{ctypes.sizeof(Params)}")
+    return mod
+
+
+CHAIN_POLICIES = ("TileSync", "RowSync")
+ORDERINGS = ("StreamSync", "PDL") + tuple(p + "+Chain" for p in CHAIN_POLICIES)
+
+
+class DecodeMlp:
+    """Both GeMMs of one MLP at M rows on the decode kernel: `launch(stream, config, x, w1, w2, y, z)`
+    with config one of ORDERINGS; `policies`: {name: cusyncgen.ir.PolicyIR} of the first GeMM's
+    64-column output tiles (the compiled .dep's). A wait longer than timeout_ns gives up and
+    `timed_out()` says which tile it waited on."""
+
+    def __init__(self, M: int, shapes: tuple[GemmShape, GemmShape], policies: dict, timeout_ns: int = 2_000_000_000,
+                 shape: Shape | None = None):
+        from cusyncgen.cuda import driver
+        from cusyncgen.cuda.lazy import cupy
+        from cusyncgen.cuda.sm90.desc import policy_desc
+
+        g1, g2 = shapes
+        if g2.k != g1.n_out:
+            raise DecodeError(f"the second GeMM's K ({g2.k}) is not the first's output width ({g1.n_out})")
+        self.M, self.shapes, self.timeout_ns = M, shapes, int(timeout_ns)
+        self.shape = shape or variant(M)
+        if 8 * self.shape.tb < M:
+            raise DecodeError(f"{self.shape.name} holds {8 * self.shape.tb} rows, not M = {M}")
+        for g in shapes:
+            check_shape(g.n, g.k, g.act, self.shape.rows)
+        self.kernel = module().kernel(self.shape.name, THREADS)
+        per_sm = min(self.shape.blocks, driver.max_active_blocks(self.kernel))
+        if per_sm < 1:
+            raise DecodeError(f"{self.kernel.name} does not fit an SM")
+        # every block resident at once: a chain's second share waits on blocks of the first
+        self.grid = driver.sm_count() * per_sm
+        self.ws = [cupy.zeros(g.n * WS_STRIDE, dtype=cupy.float32) for g in shapes]
+        self.counts = [cupy.zeros(g.n // 16, dtype=cupy.uint32) for g in shapes]   # a group of 16 or 32 rows
+        self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
+        self.packed = {}   # weight pointer -> (the weight, its packed copy): packed variants read those
+        self.policies, self.sems, self.tickets = {}, {}, {}
+        for name in CHAIN_POLICIES:
+            p = policies.get(name)
+            if p is None:
+                continue
+            desc = policy_desc(p)
+            if tuple(desc.extent)[:2] != (g1.tiles, 1):
+                raise DecodeError(f"{name} is compiled for a {tuple(desc.extent)} grid of producer tiles, the decode "
+                                  f"MLP's first GeMM has ({g1.tiles}, 1, 1) tiles of {TILE_COLS} columns")
+            self.policies[name] = desc
+            self.sems[name] = cupy.zeros(max(1, desc.num_sems), dtype=cupy.uint32)
+            self.tickets[name] = cupy.zeros(1, dtype=cupy.uint64)
+
+    def prepare(self, *weights) -> None:
+        """Pack weights for a packed variant (once per array; not while a CUDA graph is captured)."""
+        if self.shape.packed:
+            for w in weights:
+                if w.data.ptr not in self.packed:
+                    self.packed[w.data.ptr] = (w, pack_weights(w, self.shape.step_k))
+
+    def _weight(self, ptr: int) -> int:
+        if self.shape.packed:
+            hit = self.packed.get(ptr)
+            if hit is None:
+                raise DecodeError(f"{self.shape.name} reads packed weights: prepare() them first")
+            return hit[1].data.ptr
+        return ptr
+
+    def params(self, ptrs, first: int, last: int, policy: str | None = None, pdl: bool = False) -> Params:
+        x, w1, w2, y, z = ptrs
+        w1, w2 = self._weight(w1), self._weight(w2)
+        p = Params()
+        for i, (g, (a, w, out)) in enumerate(zip(self.shapes, ((x, w1, y), (y, w2, z)))):
+            p.gemm[i] = Gemm(a, w, out, self.ws[i].data.ptr, self.counts[i].data.ptr, g.n, g.k, ACT[g.act], 0)
+        if policy is not None:
+            p.policy = self.policies[policy]
+            p.sems, p.ticket = self.sems[policy].data.ptr, self.tickets[policy].data.ptr
+        p.debug, p.timeout_ns, p.m = self.debug.data.ptr, self.timeout_ns, self.M
+        p.first, p.last, p.pdl = first, last, int(pdl)
+        return p
+
+    def launch(self, stream, config: str, x, w1, w2, y, z) -> None:
+        """One MLP under `config` (ORDERINGS) on `stream` (a CuPy stream); operands are CuPy arrays
+        (x [M, K1], w1 [N1, K1], w2 [N2, K2], y [M, K2], z [M, N2], fp16, contiguous)."""
+        self.prepare(w1, w2)
+        ptrs = tuple(a.data.ptr for a in (x, w1, w2, y, z))
+
+        def run(p: Params, pdl: bool = False) -> None:
+            self.kernel.launch((self.grid, 1, 1), [p], stream, pdl=pdl)
+
+        if config == "StreamSync":
+            run(self.params(ptrs, 0, 0))
+            run(self.params(ptrs, 1, 1))
+        elif config == "PDL":
+            run(self.params(ptrs, 0, 0))
+            run(self.params(ptrs, 1, 1, pdl=True), pdl=True)
+        elif config.endswith("+Chain") and config.removesuffix("+Chain") in self.policies:
+            run(self.params(ptrs, 0, 1, policy=config.removesuffix("+Chain")))
+        else:
+            raise DecodeError(f"the decode MLP has no configuration {config!r} (it has "
+                              f"{', '.join(c for c in ORDERINGS if not c.endswith('+Chain') or c[:-6] in self.policies)})")
+
+    def timed_out(self) -> str | None:
+        """What the first wait that timed out saw (after synchronizing), or None."""
+        words = self.debug.get().tolist()
+        d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
+        if not d.failed:
+            return None
+        return (f"a wait timed out: block {d.block} of the second GeMM (row block {d.consumer_x}) on producer tile "
+                f"({d.tile_x}, {d.tile_y}) sem {d.sem} seen {d.seen} target {d.expected}")

@@ -1,0 +1,505 @@
+// The MLP at token generation (M <= 64 rows): both GeMMs stream their weights from HBM, so the
+// kernel is built for bandwidth, not for tensor-core throughput (docs/sm90.md, "Token generation").
+//
+// Y = act(X W1^T), Z = Y W2^T with W [N, K] row-major. Each GeMM is computed transposed, the weight
+// as the wide operand: a warp owns RW = 32 weight rows (two m16 blocks of mma.sync m16n8k16) and up
+// to 64 token columns (TB blocks of 8), its weight fragments loaded straight from HBM into
+// registers, 16 bytes a load, D steps ahead (no shared memory: nothing but the weight's bytes in
+// flight). A step is 64 columns of K, eight loads a lane. Within a 32-column chunk, the lane's 8
+// consecutive halves are the k-slots mma.sync gives it (k 2t, 2t+1, 2t+8, 2t+9 of two mmas): the
+// dot product does not care about the order of k, so X's fragment takes the same permutation and
+// every load is one vector. Packed weights (cusyncgen.cuda.decode.pack_weights) hold each step's
+// 16 rows x 64 columns as one tile in the order the loads read it: 512 contiguous bytes a warp
+// instruction.
+//
+// Work: a block (4 warps) walks 4 RW weight rows x 64 columns a step. The steps of a GeMM (row
+// blocks x K steps, row block major) are split evenly over the grid (stream-K: each block a
+// contiguous range, so every SM streams the same number of bytes). A range ends in the middle of a
+// row block's K: each warp adds its partial sums (fp32, [N, 64] in L2) with vector reds and, once a
+// GeMM, counts the steps it added on its 32-row group; the warp that completes a group's count reads
+// the sums, applies the activation, stores 32 columns of the output, zeroes the sums and the count
+// for the next launch (so nothing is reset between launches), and posts the group's producer tile.
+//
+// CuSync: in one launch of both GeMMs (`first` 0, `last` 1), a block runs its share of the first,
+// then its share of the second. The second's weight loads do not depend on the first: the warp's
+// first D steps are issued before it waits, and a warp that has to wait prefetches its next weight
+// tiles into L2 while it spins. The second GeMM's step k reads Y columns [64 k, 64 k + 64): producer
+// tile x = k of the compiled policy (the .dep's TileSync or RowSync over 64-column tiles, one row
+// tile), each tile posted twice (its two 32-column groups). Launched alone with `pdl`, the second
+// GeMM issues its first weight loads before griddepcontrol.wait.
+#pragma once
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cusync/debug.h"
+#include "cusync/desc.h"
+#include "cusync/sync.h"
+
+extern "C" {
+// One GeMM of the decode MLP.
+typedef struct {
+  const void* x;      // [M, K] fp16 row-major: the input rows (the first GeMM's X, the second's Y)
+  const void* w;      // [N, K] fp16 row-major
+  void* y;            // [M, N_out] fp16 row-major; N_out = N, or N / 2 for SwiGLU
+  float* ws;          // [N, 64] fp32 partial sums: zero before the first launch, left zero by every launch
+  uint32_t* counts;   // [N / 16] step counts of the RW-row groups: the same
+  int32_t n, k;       // weight rows (a multiple of the variant's 64 or 128), K (a multiple of 32)
+  int32_t act;        // 0 identity, 1 GeLU (tanh), 2 SwiGLU of [W1|V] rows interleaved by 64
+  int32_t pad;
+} CusyncDecodeGemm;
+
+typedef struct {
+  CusyncDecodeGemm gemm[2];
+  CusyncPolicyDesc policy;        // the first GeMM's output tiles (64 columns); num_sems 0: no wait
+  uint32_t* sems;                 // the policy's semaphores (never reset; targets scale with the epoch)
+  unsigned long long* ticket;     // this kernel's block counter over all launches (the epoch)
+  CusyncDebugRecord* debug;       // the first wait that timed out (null: none kept)
+  long long timeout_ns;           // a wait longer than this gives up (0: never)
+  int32_t m;                      // rows of X (1 .. 8 TB)
+  int32_t first, last;            // the GeMMs this launch runs, in order
+  int32_t pdl;                    // 1: a PDL launch: griddepcontrol.wait before reading gemm[first].x
+} CusyncDecodeParams;
+}
+
+#if defined(__CUDACC__)
+namespace cusync {
+namespace decode {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileCols = 64;   // output columns of a producer tile
+constexpr int kWsStride = 64;   // floats per row of the partial sums
+
+// A variant's shape: RW weight rows a warp (16 or 32: one or two m16 blocks), CK 32-column chunks
+// a step (8 / (2 RW / 16): eight 16-byte loads a lane a step either way), TB token blocks of 8, D
+// steps in flight, HINT the weight loads' cache qualifiers (ld_weights), PACKED the weights in
+// pack_weights' layout.
+template <int TB_, int D_, int RW_, int HINT_, bool PACKED_ = false>
+struct Shape {
+  static constexpr int TB = TB_, D = D_, RW = RW_, HINT = HINT_;
+  static constexpr bool PACKED = PACKED_;
+  static constexpr int NB = RW / 16, CK = 8 / (2 * NB), STEP_K = 32 * CK, ROWS = kWarps * RW;
+  static_assert(RW == 16 || RW == 32, "a warp holds one or two m16 blocks of rows");
+};
+
+// HINT 0: ld.global.nc; 1: and L1::no_allocate; 2: and L2::256B (L2 fetches 256-byte sectors)
+template <int HINT>
+__device__ __forceinline__ uint4 ld_weights(const void* p) {
+  uint4 v;
+  if constexpr (HINT == 2)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  else if constexpr (HINT == 1)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  else
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// X may be written in this launch (the second GeMM's Y): a coherent load, after the acquire.
+__device__ __forceinline__ uint4 ld_rows(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void bulk_prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float gelu_tanh(float v) {
+  const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+  return 0.5f * v * (1.f + tanhf(u));
+}
+
+__device__ __forceinline__ float silu(float v) { return v / (1.f + __expf(-v)); }
+
+// The step range [begin, end) of block b out of G over `total` steps.
+__device__ __forceinline__ void block_range(int total, int b, int G, int& begin, int& end) {
+  begin = static_cast<int>(static_cast<long long>(total) * b / G);
+  end = static_cast<int>(static_cast<long long>(total) * (b + 1) / G);
+}
+
+// A warp's view of the second GeMM's wait: producer tiles [lo, hi) of this launch seen posted.
+struct TileWait {
+  const CusyncDecodeParams* p;
+  uint32_t epoch;
+  uint32_t posts;       // posts a tile gets (its 64 columns / a warp's rows)
+  int lo = 0, hi = 0;
+  bool off = false;     // no policy, or a wait gave up (the launch ends without waiting; the host raises)
+
+  // Wait until producer tiles [t0, t1] are posted; meanwhile `spin_prefetch()` weight lines. The
+  // first read looks at 32 tiles (the known-ready window then covers the steps after); while a
+  // needed tile is missing, the warp reads only [t0, t1], backing off from 64 ns to 1 us, so that
+  // 1500 waiting warps do not flood L2 with polls while the finalizing warps work.
+  template <class Prefetch>
+  __device__ void need(int t0, int t1, int tiles, int rb, Prefetch&& spin_prefetch) {
+    if (off || (t0 >= lo && t1 < hi)) return;
+    const int lane = threadIdx.x % 32;
+    const long long start = p->timeout_ns > 0 ? global_timer_ns() : 0;
+    int span = 32;          // tiles read this round
+    unsigned sleep_ns = 64;
+    for (;;) {
+      const int t = t0 + lane;
+      bool ok = true;
+      uint32_t seen = 0, target = 0;
+      int sem = 0;
+      if (lane < span && t < tiles) {
+        const PolicyDesc pol{p->policy};
+        sem = pol.sem(Tile{t, 0, 0});
+        target = pol.value(Tile{t, 0, 0}) * posts * epoch;
+        seen = ld_relaxed(p->sems + sem);
+        ok = reached(seen, target);
+      }
+      fence_acquire();
+      const unsigned missing = __ballot_sync(0xffffffffu, !ok);
+      const int ready = missing == 0u ? span : __ffs(missing) - 1;
+      if (t0 + ready > t1) {
+        lo = t0;
+        hi = t0 + ready;
+        __syncwarp();
+        return;
+      }
+      span = t1 - t0 + 1;
+      spin_prefetch();
+      if (gave_up(p->debug)) {
+        off = true;
+        return;
+      }
+      if (p->timeout_ns > 0 && global_timer_ns() - start > p->timeout_ns) {
+        const int bad = t0 + ready;
+        const unsigned src = static_cast<unsigned>(bad - t0);
+        seen = __shfl_sync(0xffffffffu, seen, src);
+        target = __shfl_sync(0xffffffffu, target, src);
+        sem = __shfl_sync(0xffffffffu, sem, src);
+        if (lane == 0) record_timeout(p->debug, 1, 0, bad, 0, 0, sem, seen, target, rb, 0, 0);
+        off = true;
+        __syncwarp();
+        return;
+      }
+      __nanosleep(sleep_ns);
+      sleep_ns = sleep_ns < 1024u ? 2u * sleep_ns : 1024u;
+    }
+  }
+};
+
+// A warp's group of RW rows: the output columns it completes and the count that says when.
+struct Group {
+  int index, target, out_col, row_a, row_b;  // row_b: SwiGLU's V rows (-1: none)
+};
+
+template <int RW>
+__device__ __forceinline__ Group group_of(const CusyncDecodeGemm& g, int row0, int ksteps) {
+  if (g.act == 2) {  // [W1|V] interleaved by 64: W1's rows, then V's rows for the same 64 columns
+    const int u = row0 / 128, h = row0 % 64;
+    const int col = u * 64 + h;
+    return Group{col / RW, 2 * ksteps, col, u * 128 + h, u * 128 + 64 + h};
+  }
+  return Group{row0 / RW, ksteps, row0, row0, -1};
+}
+
+// The warp that completed a group's count: sums -> activation -> RW output columns; zero the sums
+// and the count; post the producer tile (64 / RW posts a tile).
+template <int RW>
+__device__ __forceinline__ void finalize(const CusyncDecodeParams& p, const CusyncDecodeGemm& g, const Group& grp,
+                                         bool post, int m) {
+  const int lane = threadIdx.x % 32;
+  const int n_out = g.act == 2 ? g.n / 2 : g.n;
+  if (lane < RW) {
+    __half* y = static_cast<__half*>(g.y);
+    float* wa = g.ws + static_cast<size_t>(grp.row_a + lane) * kWsStride;
+    float* wb = grp.row_b >= 0 ? g.ws + static_cast<size_t>(grp.row_b + lane) * kWsStride : nullptr;
+    for (int q = 0; q < m; q += 4) {
+      float4 a = __ldcg(reinterpret_cast<const float4*>(wa + q));
+      float4 b = wb ? __ldcg(reinterpret_cast<const float4*>(wb + q)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      __stcg(reinterpret_cast<float4*>(wa + q), make_float4(0.f, 0.f, 0.f, 0.f));
+      if (wb) __stcg(reinterpret_cast<float4*>(wb + q), make_float4(0.f, 0.f, 0.f, 0.f));
+      const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (q + j >= m) break;
+        const float v = g.act == 2 ? silu(av[j]) * bv[j] : g.act == 1 ? gelu_tanh(av[j]) : av[j];
+        y[static_cast<size_t>(q + j) * n_out + grp.out_col + lane] = __float2half_rn(v);
+      }
+    }
+  }
+  __syncwarp();
+  if (lane == 0) g.counts[grp.index] = 0u;
+  if (post) {
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) {
+      const PolicyDesc pol{p.policy};
+      red_release_add(p.sems + pol.sem(Tile{grp.out_col / kTileCols, 0, 0}), 1u);
+    }
+  }
+}
+
+// A warp's pieces whose partial sums are added but not yet counted: counting needs a fence after
+// the adds, and a fence waits for the warp's loads in flight, so the warp counts its pieces once
+// a GeMM (after the next GeMM's first loads are issued), not at every piece.
+struct Pending {
+  static constexpr int kMax = 4;
+  int n = 0;
+  int gemm = 0;  // p.gemm[gemm]
+  bool post = false;
+  int ksteps = 0;
+  int row0[kMax], steps[kMax];
+};
+
+// Count the pending pieces; the warp that completes a group's count finalizes the group.
+template <class S>
+__device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pend) {
+  if (pend.n == 0) return;
+  const int lane = threadIdx.x % 32;
+  __threadfence();
+  __syncwarp();
+  const CusyncDecodeGemm& g = p.gemm[pend.gemm];
+  for (int i = 0; i < pend.n; ++i) {
+    const Group grp = group_of<S::RW>(g, pend.row0[i], pend.ksteps);
+    uint32_t old = 0;
+    if (lane == 0) old = atomicAdd(g.counts + grp.index, static_cast<uint32_t>(pend.steps[i]));
+    old = __shfl_sync(0xffffffffu, old, 0);
+    if (static_cast<int>(old) + pend.steps[i] == grp.target) {
+      __threadfence();
+      finalize<S::RW>(p, g, grp, pend.post, p.m);
+    }
+  }
+  pend.n = 0;
+}
+
+// A warp's partial sums of its rows over `piece` steps of row block rb: added to the workspace
+// (relaxed vector reds), the piece left pending.
+template <class S>
+__device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float (&acc)[S::NB][S::TB][4], int rb,
+                                      int ksteps, int piece, bool post, Pending& pend) {
+  const CusyncDecodeGemm& g = p.gemm[gi];
+  constexpr int TB = S::TB, NB = S::NB;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3, m = p.m;
+  const int row0 = rb * S::ROWS + warp * S::RW;
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int t = 0; t < TB; ++t) {
+      const int tok = t * 8 + 2 * t4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float* dst = g.ws + static_cast<size_t>(row0 + b * 16 + h * 8 + gid) * kWsStride + tok;
+        if (tok + 1 < m)
+          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[b][t][2 * h], acc[b][t][2 * h + 1]));
+        else if (tok < m)
+          atomicAdd(dst, acc[b][t][2 * h]);
+        acc[b][t][2 * h] = acc[b][t][2 * h + 1] = 0.f;
+      }
+    }
+  if (pend.n == Pending::kMax) settle<S>(p, pend);
+  pend.gemm = gi;
+  pend.post = post;
+  pend.ksteps = ksteps;
+  pend.row0[pend.n] = row0;
+  pend.steps[pend.n] = piece;
+  ++pend.n;
+}
+
+// One GeMM's share of this block, its weights streamed into registers.
+template <class S>
+__device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bool waits, bool post, bool grid_wait,
+                                         uint32_t epoch, Pending& pend) {
+  const CusyncDecodeGemm& g = p.gemm[gi];
+  constexpr int TB = S::TB, D = S::D, NB = S::NB, CK = S::CK;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3;
+  const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K, total = (g.n / S::ROWS) * ksteps, m = p.m;
+  int begin, end;
+  block_range(total, blockIdx.x, gridDim.x, begin, end);
+  if (begin >= end) {
+    settle<S>(p, pend);
+    if (grid_wait) pdl_wait_producer_grid();
+    return;
+  }
+  const char* w = static_cast<const char*>(g.w);
+  const char* x = static_cast<const char*>(g.x);
+  const size_t ldw = static_cast<size_t>(g.k) * 2, ldw8 = 8 * ldw;
+  const bool ragged = ksteps * S::STEP_K != g.k;  // the last step of a row holds chunks past K
+  // A cursor over the block's steps: row block and K step, advanced without a division.
+  struct Cursor {
+    int rb, ks;
+  };
+  auto cursor = [&](int s) { return Cursor{s / ksteps, s % ksteps}; };
+  auto advance = [&](Cursor& c) {
+    if (++c.ks == ksteps) {
+      c.ks = 0;
+      ++c.rb;
+    }
+  };
+  // load i of a step: rows +8 (i / CK) (block i / (2 CK), half (i / CK) % 2), chunk i % CK
+  // packed weights (pack_weights): the 16 rows x STEP_K columns of a step are one contiguous tile,
+  // ordered as the loads read it, zero-padded past K; a warp's steps of a row block follow each other
+  constexpr int kTileBytes = 16 * S::STEP_K * 2;
+  auto tile_of = [&](const Cursor& c, int b) {
+    return w + (static_cast<size_t>((c.rb * S::ROWS + warp * S::RW) / 16 + b) * ksteps + c.ks) * kTileBytes;
+  };
+  auto load = [&](uint4 (&buf)[8], const Cursor& c) {
+    if constexpr (S::PACKED) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        buf[i] = ld_weights<S::HINT>(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
+    } else {
+      const char* base = w + static_cast<size_t>(c.rb * S::ROWS + warp * S::RW + gid) * ldw +
+                         (c.ks * S::STEP_K + t4 * 8) * 2;
+      const int c0 = c.ks * S::STEP_K;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        buf[i] = (!ragged || c0 + (i % CK) * 32 < g.k) ? ld_weights<S::HINT>(base + (i / CK) * ldw8 + (i % CK) * 64)
+                                                        : make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  // the lane's row of a step (lanes < RW), its bytes of the step, for the bulk L2 prefetch
+  auto prefetch_step = [&](const Cursor& c) {
+    if constexpr (S::PACKED) {
+      if (lane < NB) bulk_prefetch_l2(tile_of(c, lane), kTileBytes);
+    } else if (lane < S::RW) {
+      const int c0 = c.ks * S::STEP_K;
+      const int cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
+      bulk_prefetch_l2(w + static_cast<size_t>(c.rb * S::ROWS + warp * S::RW + lane) * ldw + c0 * 2, cols * 2);
+    }
+  };
+  uint4 wbuf[D][8];
+  Cursor next = cursor(begin);  // the step the next load reads
+#pragma unroll
+  for (int d = 0; d < D; ++d)
+    if (begin + d < end) {
+      load(wbuf[d], next);
+      advance(next);
+    }
+  settle<S>(p, pend);  // the last GeMM's pieces, while this GeMM's first loads are in flight
+  if (grid_wait) pdl_wait_producer_grid();
+
+  const int tiles = (g.k + kTileCols - 1) / kTileCols;
+  TileWait tw{&p, epoch, static_cast<uint32_t>(kTileCols / S::RW)};
+  tw.off = !waits;
+  int prefetched = begin + D;      // the next step a waiting warp prefetches into L2
+  Cursor pf = next;
+  float acc[NB][TB][4];
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int t = 0; t < TB; ++t)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[b][t][j] = 0.f;
+  int piece = 0;  // steps accumulated since the last flush
+  Cursor cur_c = cursor(begin);  // the step consumed
+  // The wait for a step's producer tiles, and its X fragments, one step ahead of its mmas: the X
+  // loads' round trip overlaps the step before.
+  auto wait_step = [&](int s, const Cursor& c) {
+    if (!waits) return;
+    const int t0 = c.ks * S::STEP_K / kTileCols;
+    int t1 = ((c.ks + 1) * S::STEP_K - 1) / kTileCols;
+    t1 = t1 < tiles ? t1 : tiles - 1;
+    tw.need(t0, t1, tiles, c.rb, [&]() {
+      // one more step's lines a spin, at most 16 steps ahead of the loads in flight
+      if (prefetched <= s + D) {  // the loads overtook the prefetches: go on after the last load
+        prefetched = s + D + 1;
+        pf = next;
+      }
+      if (prefetched < end && prefetched < s + D + 16) {
+        prefetch_step(pf);
+        advance(pf);
+        ++prefetched;
+      }
+    });
+  };
+  uint4 xv[TB][CK];
+  auto load_x = [&](const Cursor& c) {
+#pragma unroll
+    for (int t = 0; t < TB; ++t) {
+      const int tok = t * 8 + gid;
+#pragma unroll
+      for (int k = 0; k < CK; ++k) {
+        const int col = c.ks * S::STEP_K + k * 32 + t4 * 8;
+        xv[t][k] = (tok < m && (!ragged || col < g.k)) ? ld_rows(x + (static_cast<size_t>(tok) * g.k + col) * 2)
+                                                      : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+  };
+  wait_step(begin, cur_c);
+  load_x(cur_c);
+
+  for (int s0 = begin; s0 < end; s0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int s = s0 + d;
+      if (s >= end) break;
+      const int rb = cur_c.rb, ks = cur_c.ks;
+      advance(cur_c);
+      uint4 xs[TB][CK];
+#pragma unroll
+      for (int t = 0; t < TB; ++t)
+#pragma unroll
+        for (int c = 0; c < CK; ++c) xs[t][c] = xv[t][c];
+      if (s + 1 < end) {
+        wait_step(s + 1, cur_c);
+        load_x(cur_c);
+      }
+#pragma unroll
+      for (int t = 0; t < TB; ++t)
+#pragma unroll
+        for (int c = 0; c < CK; ++c)
+#pragma unroll
+          for (int b = 0; b < NB; ++b) {
+            const uint4 r0 = wbuf[d][b * 2 * CK + c], r8 = wbuf[d][b * 2 * CK + CK + c];
+            mma16816(acc[b][t], r0.x, r8.x, r0.y, r8.y, xs[t][c].x, xs[t][c].y);
+            mma16816(acc[b][t], r0.z, r8.z, r0.w, r8.w, xs[t][c].z, xs[t][c].w);
+          }
+      // the step's registers are read: refill them with step s + D (D - 1 steps stay in flight
+      // meanwhile; a copy of the step would cost another 32 registers)
+      if (s + D < end) {
+        load(wbuf[d], next);
+        advance(next);
+      }
+      ++piece;
+      if (ks == ksteps - 1 || s == end - 1) {
+        flush<S>(p, gi, acc, rb, ksteps, piece, post, pend);
+        piece = 0;
+      }
+    }
+  }
+}
+
+
+template <class S>
+__device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
+  __shared__ uint32_t epoch_s;
+  const bool sync = p.sems != nullptr && p.policy.num_sems > 0 && p.first == 0 && p.last == 1;
+  if (threadIdx.x == 0) epoch_s = sync ? launch_epoch(p.ticket, gridDim.x) : 0u;
+  __syncthreads();
+  const uint32_t epoch = epoch_s;
+  pdl_launch_dependents();  // a PDL-launched next GeMM may take the SMs this launch leaves
+  Pending pending;
+  for (int i = p.first; i <= p.last; ++i)
+    run_gemm<S>(p, i, sync && i == 1, sync && i == 0, p.pdl != 0 && i == p.first, epoch, pending);
+  settle<S>(p, pending);
+}
+
+}  // namespace decode
+}  // namespace cusync
+
+// One kernel per shape and blocks an SM: cusync_decode_mlp_<TB>_<D>_<RW>_<HINT>_<BLOCKS>_<PACKED>.
+#define CUSYNC_DEFINE_DECODE_MLP(TB, D, RW, HINT, BLOCKS, PACKED)                                      \
+  extern "C" __global__ void __launch_bounds__(cusync::decode::kThreads, BLOCKS)                       \
+      cusync_decode_mlp_##TB##_##D##_##RW##_##HINT##_##BLOCKS##_##PACKED(const CusyncDecodeParams p) { \
+    cusync::decode::mlp<cusync::decode::Shape<TB, D, RW, HINT, PACKED>>(p);                            \
+  }
+#endif  // __CUDACC__
