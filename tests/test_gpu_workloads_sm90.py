@@ -21,6 +21,7 @@ if ok:
 
     from cusyncgen.cuda import sm90
     from cusyncgen.workloads import for_device
+    from cusyncgen.workloads import mlp_decode
     from cusyncgen.workloads import mlp_sm90 as W
 
 
@@ -80,7 +81,9 @@ def test_a_one_size_bench_has_every_row_the_report_reads():
     assert {"StreamSync", "PDL", "RowSync+Chain", "cuBLAS", "cuBLAS+graph", "floor"} <= configs
     pair = W.per_gemm_tiles(res["gemm"])   # the GeMMs alone on tiles of their own: that pair measured too
     want = set(W.tile_candidates("llama-ep", 64)) | ({f"{pair[0]}+{pair[1]}"} if pair[0] != pair[1] else set())
+    want.add(mlp_decode.TILES)   # the decode kernel runs at M <= 64 too
     assert {r["tiles"] for r in res["rows"] if "tiles" in r} == want
+    assert {"StreamSync/decode", "TileSync+Chain/decode"} <= configs
     assert all(r["correct"] for r in res["rows"]), [r["config"] for r in res["rows"] if not r["correct"]]
     assert [(g["gemm"], g["kernel"]) for g in res["gemm"]] == [(1, "sm90"), (2, "sm90")]
     assert all(g["ours_us"] > 0 and g["cublas_us"] > 0 for g in res["gemm"])

@@ -297,6 +297,23 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
             "form: cublaslt-gelu 1, unnamed 1.") in md
     assert res["choices"][0]["confirm"]["vendor_forms"] == {"cublaslt-gelu": 58.0, "torch-unfused": 60.0}
     assert [c["confirm"]["ours_us"] for c in res["choices"]] == [50.0, 200.0]
+    # the decode kernel measured at M = 1 (its rows named config + "/decode", tiles "decode", keyed by
+    # its cubin): its PDL is the fastest there, and the dispatch entry names no GeMM tiles
+    dec = [{"model": "gpt3", "M": 1, "config": c + "/decode", "kernel": "sm90", "time_us": t, "correct": True,
+            "rel_err": 1e-3, "tiles": "decode", "splits": "1/1", "tile_cfg": {"kernel": "decode"}}
+           for c, t in (("StreamSync", 3.5), ("PDL", 3.0), ("TileSync+Chain", 3.2), ("RowSync+Chain", 3.6))]
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|decode|decode_mlp-abc"] = {"rows": dec, "tiles": "decode"}
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/decode:decode:vendor-forms|lib-abc"] = {"confirm": {
+        "ours_us": 3.0, "stream_us": 3.0, "vendor_us": 9.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
+        "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}}}
+    path.write_text(json.dumps(cache))
+    out = tmp_path / "with-decode"
+    assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(out)]) == 0
+    res = json.loads((out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    first = res["choices"][0]
+    assert (first["config"], first["tiles"], first["fastest_stream_order"]) == ("PDL/decode", "decode", "PDL/decode")
+    assert first["streamsync_us"] == 3.5 and first["confirm"]["ours_us"] == 3.0
+    assert '{1, "PDL/decode", 0, 0, 0, 0, ' in (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
     # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family
     with pytest.raises(SystemExit):
         tune.main(["mlp", "--from-cache", str(path), "--models", "llama", "-o", str(tmp_path)])

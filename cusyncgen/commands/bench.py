@@ -18,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from cusyncgen.workloads.base import SPLIT_K, is_policy
+from cusyncgen.workloads.base import DECODE, SPLIT_K, is_policy
 
 
 def result_stem(workload: str, device: str, options: dict, kernel: str = "sm80") -> str:
@@ -102,6 +102,29 @@ def markdown(result: dict) -> str:
             lines.append(f"| {r['model']} | {r['M']} | {r.get('splits', '-')} | {ss['time_us']:.1f} | {r['time_us']:.1f} | "
                          f"{ss['time_us'] / r['time_us']:.2f}x | {sk['config'].removesuffix(SPLIT_K)} | {sk['time_us']:.1f} | "
                          f"{r['time_us'] / sk['time_us']:.3f}x | {ours['config']} | {stream / ours['time_us']:.3f}x |")
+        lines.append("")
+    dec = [r for r in rows if r["config"] == "StreamSync" + DECODE]
+    if dec:
+        lines += ["## The decode kernel", "",
+                  "At M <= 64 the MLP also ran on the decode kernel (runtime_cuda/kernels/decode_mlp.cuh: packed "
+                  "weights streamed into registers, split evenly over every SM; docs/sm90.md, 'Token generation'), "
+                  "every configuration, same run. 'fastest overall': over every kernel and configuration of the point, "
+                  "stream orders included; 'floor': the weights and activations over the run's copy bandwidth.", "",
+                  "| model | M | StreamSync | PDL | fastest policy config | time | fastest overall | time | "
+                  f"{vendor}+graph | vendor / fastest | fastest / floor |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(dec, key=lambda r: (r["model"], r["M"])):
+            rs = fastest_per_config(x for x in rows if x["model"] == r["model"] and x["M"] == r["M"])
+            mine = {c: x for c, x in rs.items() if c.endswith(DECODE) and x["correct"]}
+            pol = [x for c, x in mine.items() if is_policy(c, vendor)]
+            best = min(pol, key=lambda x: x["time_us"]) if pol else None
+            ours = min((x for c, x in rs.items() if c not in (vendor, vendor + "+graph", "floor") and x["correct"]),
+                       key=lambda x: x["time_us"])
+            vg, fl = rs.get(vendor + "+graph"), rs.get("floor")
+            t = lambda x: "-" if x is None else f"{x['time_us']:.1f}"  # noqa: E731
+            x = lambda a, b: "-" if a is None or b is None else f"{a['time_us'] / b['time_us']:.3f}x"  # noqa: E731
+            lines.append(f"| {r['model']} | {r['M']} | {t(r)} | {t(mine.get('PDL' + DECODE))} | "
+                         f"{'-' if best is None else best['config']} | {t(best)} | {ours['config']} | {t(ours)} | "
+                         f"{'-' if vg is None else vendor_cell(vg)} | {x(vg, ours)} | {x(ours, fl)} |")
         lines.append("")
     if result.get("gemm"):
         per_gemm = any("gemm" in g and isinstance(g["gemm"], int) for g in result["gemm"])

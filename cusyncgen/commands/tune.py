@@ -171,9 +171,11 @@ def report(result: dict) -> str:
     elif result.get("kernel") == "sm90":
         lines += ["The fastest correct configuration per size on the sm90 kernels: StreamSync, PDL alone, "
                   "TileSync/RowSync +PDL and +Chain (one persistent launch), each also with split-K where it "
-                  "applies ('/split-K'), on every tile config the model can use. StreamSync and PDL alone are "
-                  "candidates, so the choice is never slower than the fastest stream order. 'speed-up' is over the "
-                  "fastest StreamSync among all tile configs, 'same tiles' over StreamSync on the chosen tiles.", ""]
+                  "applies ('/split-K'), on every tile config the model can use; at M <= 64 also the decode kernel's "
+                  "StreamSync, PDL and TileSync/RowSync +Chain ('/decode', tiles 'decode'). StreamSync and PDL alone "
+                  "are candidates, so the choice is never slower than the fastest stream order. 'speed-up' is over the "
+                  "fastest StreamSync among all tile configs and kernels, 'same tiles' over StreamSync on the chosen "
+                  "tiles.", ""]
     else:
         lines += ["The fastest correct configuration per size (every policy x {W, R, T, PDL} x tile shapes), "
                   "its speed-up over StreamSync (same run), and the wave model's prediction "

@@ -40,7 +40,8 @@ from cusyncgen.cuda.configs import PDL_ALONE, SM90_ORDERINGS, STREAM_SYNC, Confi
 from cusyncgen import files
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
-from cusyncgen.workloads.base import SPLIT_K, family, rel_err
+from cusyncgen.workloads.base import DECODE, SPLIT_K, family, rel_err
+from cusyncgen.workloads import mlp_decode
 from cusyncgen.workloads.kernels import examples_dir
 
 SIZES = sm80.SIZES
@@ -654,10 +655,15 @@ def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: s
     return _with_splits(rows, mlp), mlp, sets, outs, ref
 
 
+# The stream orders of the sm90 MLP: StreamSync and PDL alone on the CUTLASS kernels (with and
+# without split-K) and on the decode kernel.
+STREAM_SYNCS = ("StreamSync", "StreamSync" + SPLIT_K, "StreamSync" + DECODE)
+
+
 def rebase(rows: list[dict]) -> float:
     """Every row's speed-up over the fastest correct StreamSync among them (all tile configs, with and
-    without split-K: the sm90 kernels in stream order). Returns that time."""
-    ss = [r for r in rows if r["config"] in ("StreamSync", "StreamSync" + SPLIT_K)]
+    without split-K, the decode kernel's: the sm90 kernels in stream order). Returns that time."""
+    ss = [r for r in rows if r["config"] in STREAM_SYNCS]
     base = min(r["time_us"] for r in ([r for r in ss if r["correct"]] or ss))
     for r in rows:
         r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
@@ -760,6 +766,10 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
                 keep = (mlp, sets, ref)
             else:
                 del mlp, sets, outs
+        if mlp_decode.fits(model, M):   # the decode kernel beside them
+            drows, dmlp, *_ = mlp_decode.measure_point(model, M, iters, stream, seed=1000 * i)
+            point += drows
+            del dmlp
         base = rebase(point)
         rows += point
         mlp, sets, ref = keep
@@ -782,7 +792,7 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
 
 # ---- tune ----
 
-STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K)
+STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K, "StreamSync" + DECODE, "PDL" + DECODE)
 
 
 def choose(model: str, M: int, rows: list[dict]) -> dict:
@@ -793,7 +803,7 @@ def choose(model: str, M: int, rows: list[dict]) -> dict:
     if not ok:
         raise CusyncError(f"sm90 {model} M={M}: no configuration computed the reference's result", None)
     best = min(ok, key=lambda r: r["time_us"])
-    ss = [r for r in rows if r["config"] in ("StreamSync", "StreamSync" + SPLIT_K)]
+    ss = [r for r in rows if r["config"] in STREAM_SYNCS]
     base = min(ss, key=lambda r: r["time_us"])
     stream_best = min((r for r in ok if r["config"] in STREAM_ORDERS), key=lambda r: r["time_us"], default=None)
     same = min(r["time_us"] for r in ss if r["tiles"] == best["tiles"])
@@ -858,9 +868,16 @@ def vendor_confirmed(times: dict, forms) -> dict:
     return out
 
 
-def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90":
+def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90 | mlp_decode.MLPDecode":
+    if tile_cfg.get("kernel") == "decode":
+        return mlp_decode.MLPDecode(model, M)
     t = Sm90Tiles.from_dict(tile_cfg)
     return MLPSm90(model, M, t.config, t.grouped2, t.banded1, t.banded2, tile2=t.config2, grouped1=t.grouped1)
+
+
+def _config(name: str):
+    """The configuration `run` takes for a row's config name (the decode kernel's: the name)."""
+    return name if name.endswith(DECODE) else Sm90Config.parse(name)
 
 
 def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
@@ -879,12 +896,12 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
     mine = _instance(model, M, choice["tile_cfg"])
     x, w1, w2 = mine.buffers(seed=seed)
     ref = mine.reference(x, w1, w2)
-    runs = {"ours": (mine, Sm90Config.parse(choice["config"]))}
+    runs = {"ours": (mine, _config(choice["config"]))}
     same = (choice.get("fastest_stream_order") == choice["config"]
             and choice.get("fastest_stream_order_tile_cfg") == choice["tile_cfg"])
     if choice.get("fastest_stream_order_tile_cfg") and not same:
         runs["stream"] = (_instance(model, M, choice["fastest_stream_order_tile_cfg"]),
-                          Sm90Config.parse(choice["fastest_stream_order"]))
+                          _config(choice["fastest_stream_order"]))
     graphs, errs = {}, {}
     for k, (mlp, cfg) in runs.items():
         y, z = mlp.outputs()
@@ -932,7 +949,8 @@ def settle(choice: dict, confirmed: dict) -> dict:
     s = confirmed.get("stream_us")
     if s is not None and s < confirmed["ours_us"] and choice.get("fastest_stream_order_tile_cfg"):
         t = choice["fastest_stream_order_tile_cfg"]
-        out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=Sm90Tiles.from_dict(t).label,
+        label = mlp_decode.TILES if t.get("kernel") == "decode" else Sm90Tiles.from_dict(t).label
+        out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=label,
                    time_us=choice["fastest_stream_order_us"], fallback=choice["config"],
                    speedup_vs_streamsync=round(choice["streamsync_us"] / choice["fastest_stream_order_us"], 4),
                    speedup_vs_stream_order=1.0)
@@ -972,12 +990,15 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
         from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
         dev, runtime, configs = driver.device_name(), library_digest(), sm90.library().configs
+        decode_digest = mlp_decode.digest()
         stream = cupy.cuda.Stream()
     else:
         dev, configs, stream = device, CONFIGS, None
         if not cache.get(dev):
             raise CusyncError(f"the cache has nothing for {dev}", None)
-        runtime = next(reversed(cache[dev])).rsplit("|", 1)[1]
+        runtime = next(k for k in reversed(cache[dev]) if "|gemm|" in k).rsplit("|", 1)[1]
+        decode_digest = next((k.rsplit("|", 1)[1] for k in reversed(cache[dev]) if k.split("|")[2] == mlp_decode.TILES),
+                             "")
     entries = cache.setdefault(dev, {})
     choices = []
     for model in models:
@@ -1006,6 +1027,18 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                     entries[key] = {"rows": point, "tiles": tiles.label}
                     files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                     del mlp
+                    cupy.get_default_memory_pool().free_all_blocks()
+                rows += [dict(r) for r in entries[key]["rows"]]
+            # the decode kernel; a report from a cache measured before it has none (decode_digest "")
+            if mlp_decode.fits(model, M) and (device is None or decode_digest):
+                key = f"{model}|{M}|{mlp_decode.TILES}|{decode_digest}"   # its own runtime: the cubin
+                if key not in entries:
+                    if device is not None:
+                        raise CusyncError(f"{model} M={M}: the decode kernel is not in the cache for {dev}", None)
+                    point, dmlp, *_ = mlp_decode.measure_point(model, M, iters, stream, seed=M)
+                    entries[key] = {"rows": point, "tiles": mlp_decode.TILES}
+                    files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
+                    del dmlp
                     cupy.get_default_memory_pool().free_all_blocks()
                 rows += [dict(r) for r in entries[key]["rows"]]
             rebase(rows)
