@@ -11,7 +11,8 @@ reported through its ``check_debug``, never a hang.
 
 Prints one line per variant and exits 1 if any failed; with ``-o DIR`` the same lines go to
 ``DIR/sm90-checks-<device>.log``, whose first line is the command. ``--sanitizer-target run|presatisfied``
-instead runs the small set of variants compute-sanitizer runs (``cusyncgen.commands.sanitize``) once
+instead runs the small set of variants compute-sanitizer runs (``cusyncgen.commands.sanitize``; the
+decode kernel's orderings too, DECODE_SANITIZER_CASES) once
 each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
 """
 from __future__ import annotations
@@ -338,7 +339,59 @@ def sanitizer_target(a, log: Log) -> list[str]:
             log(traceback.format_exc())
             if _fatal(e):
                 break
+    failures += decode_sanitizer_target(a, log)
     log(f"sanitizer target: {len(failures)} variant(s) failed")
+    return failures
+
+
+# The decode kernel's compute-sanitizer cases: (model, M, row-major weights), every ordering of each
+# (a ragged token block, the widest, and the row-major loads).
+DECODE_SANITIZER_CASES = (("gpt3", 5, False), ("llama-ep", 5, False), ("llama-ep", 64, False), ("gpt3", 3, True))
+
+
+def decode_sanitizer_target(a, log: Log) -> list[str]:
+    """The decode kernel (workloads.mlp_decode) in every ordering of DECODE_SANITIZER_CASES, each
+    launched once; ``presatisfied``: the chain's semaphores raised beyond any target first (its
+    output then not checked)."""
+    import cupy
+
+    from cusyncgen.cuda import decode
+    from cusyncgen.workloads import mlp_decode
+    from cusyncgen.workloads.base import rel_err
+
+    failures: list[str] = []
+    stream = cupy.cuda.Stream()
+    for model, M, row_major in DECODE_SANITIZER_CASES:
+        mlp = mlp_decode.MLPDecode(model, M, timeout_ns=TIMEOUT_NS, shape=decode.EXTRA[0] if row_major else None)
+        x, w1, w2 = mlp.buffers(seed=7)
+        ref = mlp.reference(x, w1, w2)
+        y, z = mlp.outputs()
+        for cfg in decode.ORDERINGS:
+            name = f"{model} M={M} {cfg}{mlp_decode.DECODE} ({'row-major' if row_major else 'packed'} weights)"
+            if a.only and a.only not in name:
+                continue
+            try:
+                z.fill(cupy.nan)
+                chain = cfg.endswith("+Chain")
+                if a.sanitizer_target == "presatisfied" and chain:
+                    mlp.runner.sems[cfg.removesuffix("+Chain")].fill(1 << 24)
+                with stream:
+                    mlp.run(stream, cfg, x, w1, w2, y, z)
+                    stream.synchronize()
+                mlp.check_stages()
+                if a.sanitizer_target == "presatisfied" and chain:
+                    log(f"variant {name}: ran (output not checked: waits presatisfied)")
+                    continue
+                e = rel_err(z, ref)
+                if e >= 1e-2:
+                    failures.append(name)
+                log(f"variant {name}: {'ok' if e < 1e-2 else 'WRONG'} (rel err {e:.2e})")
+            except Exception as e:  # noqa: BLE001 - every variant is reported
+                failures.append(name)
+                log(f"variant {name}: ERROR {e}")
+                log(traceback.format_exc())
+                if _fatal(e):
+                    return failures
     return failures
 
 
