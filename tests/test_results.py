@@ -339,6 +339,8 @@ def test_a_tune_run_names_the_vendors_form_of_its_re_measurement(tmp_path):
     for c in data["choices"]:
         if c["model"] == "gpt3" and c.get("confirm"):
             c["confirm"]["vendor_form"] = "cublaslt-gelu"
+        if c["model"] == "llama-ep" and c.get("confirm"):   # as a run from before the forms were named
+            c["confirm"].pop("vendor_form", None)
     (tmp_path / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").write_text(json.dumps(data))
     page = results.render(tmp_path, tmp_path)
     lines = section(page, "### tune mlp on NVIDIA H100 80GB HBM3 (sm90 kernels)").splitlines()
