@@ -31,3 +31,15 @@ def sm90_gpu() -> tuple:
         return False, "torch is not installed"
     ok = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
     return ok, "" if ok else "no sm_90 GPU (torch sees none)"
+
+
+def sm90_cuda() -> tuple:
+    """(available, why not): CuPy and the driver on an sm_90 GPU, what the CuPy-based sm90 GPU tests
+    need."""
+    from cusyncgen.cuda import available
+    ok, why = available()
+    if ok:
+        from cusyncgen.cuda import driver
+        if driver.arch() != "sm_90a":
+            ok, why = False, f"not an sm_90 GPU ({driver.arch()})"
+    return ok, why

@@ -6,13 +6,9 @@ within its timeout and names the tile and semaphore. Needs CuPy and an sm_90 GPU
 kernel's cubin, or the cache holds it)."""
 import pytest
 
-from cusyncgen.cuda import available
+from support import sm90_cuda
 
-ok, why = available()
-if ok:
-    from cusyncgen.cuda import driver
-    if driver.arch() != "sm_90a":
-        ok, why = False, f"not an sm_90 GPU ({driver.arch()})"
+ok, why = sm90_cuda()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
 
 if ok:

@@ -7,13 +7,9 @@ rows, "kernel" and gemm section the report reads. Needs CuPy, PyTorch, an sm_90 
 library (built with nvcc, or CUSYNC_SM90_LIB)."""
 import pytest
 
-from cusyncgen.cuda import available
+from support import sm90_cuda
 
-ok, why = available()
-if ok:
-    from cusyncgen.cuda import driver
-    if driver.arch() != "sm_90a":
-        ok, why = False, f"not an sm_90 GPU ({driver.arch()})"
+ok, why = sm90_cuda()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
 
 if ok:
