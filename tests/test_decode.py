@@ -102,3 +102,13 @@ def test_bad_sizes_are_refused():
     with pytest.raises(CusyncError, match="multiple of 128"):
         decode.GemmShape(100, 64)
     assert mlp_decode.fits("gpt3", 64) and not mlp_decode.fits("gpt3", 65)
+
+
+def test_a_timed_out_wait_marks_every_chain_row_wrong():
+    rows = [{"config": c.name, "correct": True} for c in mlp_decode.MLPDecode("gpt3", 1).configs()]
+    assert [r["config"] for r in rows] == [c + "/decode" for c in decode.ORDERINGS]
+    out = mlp_decode.label_rows([dict(r) for r in rows], {})
+    assert all(r["correct"] and r["tile_cfg"] == {"kernel": "decode"} and r["splits"] == "1/1" for r in out)
+    out = mlp_decode.label_rows([dict(r) for r in rows], {"*": "a wait timed out: ..."})
+    assert {r["config"] for r in out if not r["correct"]} == {"TileSync+Chain/decode", "RowSync+Chain/decode"}
+    assert all(r["error"].startswith("a wait timed out") for r in out if not r["correct"])

@@ -16,6 +16,7 @@ once by `buffers` or the first `run`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from cusyncgen.cuda import decode
 from cusyncgen.errors import CusyncError
@@ -92,8 +93,7 @@ class MLPDecode:
             raise CusyncError(f"the decode MLP takes M = 1 to {MAX_M}, not {self.M}", None)
         self.model = sm80.MODELS[self.model_name]
 
-    class tiles:   # the rows' tiles label (what the sm90 instances' Sm90Tiles.label is)
-        label = TILES
+    tiles = SimpleNamespace(label=TILES)   # the rows' tiles label (as the sm90 instances' Sm90Tiles)
 
     @property
     def runner(self) -> decode.DecodeMlp:
@@ -143,10 +143,15 @@ def measure_point(model: str, M: int, iters: int, stream, seed: int = 0):
     with stream:
         rows, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
     stream.synchronize()
-    err = mlp.timed_out()
+    return label_rows(rows, mlp.timed_out()), mlp, sets, outs, ref
+
+
+def label_rows(rows: list[dict], timed_out: dict) -> list[dict]:
+    """The decode kernel's bench rows with their split and tile fields; where a wait timed out
+    (MLPDecode.timed_out), every chain row wrong, with the debug record (the record does not say
+    which chain's launch gave up, and none of them can be trusted)."""
     for r in rows:
         r.update(splits="1/1", tile_cfg=dict(TILE_CFG))
-        if err:   # a wait gave up somewhere: no chain configuration's result can be trusted
-            if r["config"].endswith("+Chain"):
-                r.update(correct=False, error=err["*"])
-    return rows, mlp, sets, outs, ref
+        if timed_out and "+Chain" in r["config"]:
+            r.update(correct=False, error=timed_out["*"])
+    return rows
