@@ -97,7 +97,7 @@ def markdown(result: dict) -> str:
             rs = [x for x in rows if x["model"] == r["model"] and x["M"] == r["M"] and x["correct"]]
             ss = next(x for x in rs if x["config"] == "StreamSync")
             sk = min((x for x in rs if x["config"].endswith(SPLIT_K)), key=lambda x: x["time_us"])
-            ours = min((x for x in rs if x["config"] not in (vendor, vendor + "+graph", "floor")), key=lambda x: x["time_us"])
+            ours = fastest_ours(rs, vendor)
             stream = min(ss["time_us"], r["time_us"])
             lines.append(f"| {r['model']} | {r['M']} | {r.get('splits', '-')} | {ss['time_us']:.1f} | {r['time_us']:.1f} | "
                          f"{ss['time_us'] / r['time_us']:.2f}x | {sk['config'].removesuffix(SPLIT_K)} | {sk['time_us']:.1f} | "
@@ -117,14 +117,11 @@ def markdown(result: dict) -> str:
             mine = {c: x for c, x in rs.items() if c.endswith(DECODE) and x["correct"]}
             pol = [x for c, x in mine.items() if is_policy(c, vendor)]
             best = min(pol, key=lambda x: x["time_us"]) if pol else None
-            ours = min((x for c, x in rs.items() if c not in (vendor, vendor + "+graph", "floor") and x["correct"]),
-                       key=lambda x: x["time_us"])
+            ours = fastest_ours((x for x in rs.values() if x["correct"]), vendor)
             vg, fl = rs.get(vendor + "+graph"), rs.get("floor")
-            t = lambda x: "-" if x is None else f"{x['time_us']:.1f}"  # noqa: E731
-            x = lambda a, b: "-" if a is None or b is None else f"{a['time_us'] / b['time_us']:.3f}x"  # noqa: E731
-            lines.append(f"| {r['model']} | {r['M']} | {t(r)} | {t(mine.get('PDL' + DECODE))} | "
-                         f"{'-' if best is None else best['config']} | {t(best)} | {ours['config']} | {t(ours)} | "
-                         f"{'-' if vg is None else vendor_cell(vg)} | {x(vg, ours)} | {x(ours, fl)} |")
+            lines.append(f"| {r['model']} | {r['M']} | {_us(r)} | {_us(mine.get('PDL' + DECODE))} | "
+                         f"{'-' if best is None else best['config']} | {_us(best)} | {ours['config']} | {_us(ours)} | "
+                         f"{'-' if vg is None else vendor_cell(vg)} | {_over(vg, ours)} | {_over(ours, fl)} |")
         lines.append("")
     if result.get("gemm"):
         per_gemm = any("gemm" in g and isinstance(g["gemm"], int) for g in result["gemm"])
@@ -141,6 +138,20 @@ def markdown(result: dict) -> str:
                          f"{g['cublas_us'] / g['ours_us']:.2f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def fastest_ours(rows, vendor: str) -> dict:
+    """The fastest of `rows` that is a configuration of ours (not the vendor's, not the floor)."""
+    return min((x for x in rows if x["config"] not in (vendor, vendor + "+graph", "floor")), key=lambda x: x["time_us"])
+
+
+def _us(row) -> str:
+    return "-" if row is None else f"{row['time_us']:.1f}"
+
+
+def _over(a, b) -> str:
+    """a's time over b's, or "-" where either is missing."""
+    return "-" if a is None or b is None else f"{a['time_us'] / b['time_us']:.3f}x"
 
 
 def vendor_cell(row: dict) -> str:

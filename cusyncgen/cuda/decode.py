@@ -28,18 +28,17 @@ HEADER = "kernels/decode_mlp.cuh"
 class Shape:
     """A kernel variant (cusync::decode::Shape): TB token blocks of 8 rows, D weight steps in flight
     a warp, RW weight rows a warp (16 or 32; a step is 8 * 16 / RW 32-column chunks: eight 16-byte
-    loads a lane), the weight loads' cache qualifiers, blocks an SM, packed or row-major weights."""
+    loads a lane), blocks an SM, packed or row-major weights."""
 
     tb: int
     d: int
     rw: int = 32
-    hint: int = 2      # weight loads: 0 ld.global.nc, 1 + L1::no_allocate, 2 + L2::256B
     blocks: int = 2    # blocks of 128 threads an SM (the registers a thread may use: 65536 / 128 / blocks)
     packed: bool = False  # the weights in pack_weights' layout
 
     @property
     def name(self) -> str:
-        return f"cusync_decode_mlp_{self.tb}_{self.d}_{self.rw}_{self.hint}_{self.blocks}_{int(self.packed)}"
+        return f"cusync_decode_mlp_{self.tb}_{self.d}_{self.rw}_{self.blocks}_{int(self.packed)}"
 
     @property
     def step_k(self) -> int:
@@ -53,16 +52,14 @@ class Shape:
 
     @property
     def macro(self) -> str:
-        return (f"CUSYNC_DEFINE_DECODE_MLP({self.tb}, {self.d}, {self.rw}, {self.hint}, {self.blocks}, "
-                f"{int(self.packed)})")
+        return f"CUSYNC_DEFINE_DECODE_MLP({self.tb}, {self.d}, {self.rw}, {self.blocks}, {int(self.packed)})"
 
 # The variant each token-block count runs: packed weights, 32 rows a warp, weight loads that skip
 # L1 (it keeps X), and as many blocks an SM and steps in flight as registers allow without spilling
 # (docs/design.md, "Token generation: streaming the weights"); and the same at M <= 8 on row-major
 # weights (no packed copy), for A/B runs and the tests.
-VARIANTS = (Shape(1, 2, 32, 1, 3, True), Shape(2, 2, 32, 1, 3, True), Shape(4, 2, 32, 1, 2, True),
-            Shape(8, 1, 32, 1, 2, True))
-EXTRA = (Shape(1, 2, 32, 1, 3, False),)
+VARIANTS = (Shape(1, 2, 32, 3, True), Shape(2, 2, 32, 3, True), Shape(4, 2, 32, 2, True), Shape(8, 1, 32, 2, True))
+EXTRA = (Shape(1, 2, 32, 3, False),)
 MAX_M = 8 * VARIANTS[-1].tb
 THREADS = 128
 TILE_COLS = 64      # output columns of a producer tile

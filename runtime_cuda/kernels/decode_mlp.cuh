@@ -72,30 +72,21 @@ constexpr int kWsStride = 64;   // floats per row of the partial sums
 
 // A variant's shape: RW weight rows a warp (16 or 32: one or two m16 blocks), CK 32-column chunks
 // a step (8 / (2 RW / 16): eight 16-byte loads a lane a step either way), TB token blocks of 8, D
-// steps in flight, HINT the weight loads' cache qualifiers (ld_weights), PACKED the weights in
-// pack_weights' layout.
-template <int TB_, int D_, int RW_, int HINT_, bool PACKED_ = false>
+// steps in flight, PACKED the weights in pack_weights' layout.
+template <int TB_, int D_, int RW_, bool PACKED_ = false>
 struct Shape {
-  static constexpr int TB = TB_, D = D_, RW = RW_, HINT = HINT_;
+  static constexpr int TB = TB_, D = D_, RW = RW_;
   static constexpr bool PACKED = PACKED_;
   static constexpr int NB = RW / 16, CK = 8 / (2 * NB), STEP_K = 32 * CK, ROWS = kWarps * RW;
   static_assert(RW == 16 || RW == 32, "a warp holds one or two m16 blocks of rows");
 };
 
-// HINT 0: ld.global.nc; 1: and L1::no_allocate; 2: and L2::256B (L2 fetches 256-byte sectors)
-template <int HINT>
+// The weights are read once: past L1 (which keeps X's lines for the block's other warps).
 __device__ __forceinline__ uint4 ld_weights(const void* p) {
   uint4 v;
-  if constexpr (HINT == 2)
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-  else if constexpr (HINT == 1)
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-  else
-    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
   return v;
 }
 
@@ -355,14 +346,14 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
     if constexpr (S::PACKED) {
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        buf[i] = ld_weights<S::HINT>(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
+        buf[i] = ld_weights(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
     } else {
       const char* base = w + static_cast<size_t>(c.rb * S::ROWS + warp * S::RW + gid) * ldw +
                          (c.ks * S::STEP_K + t4 * 8) * 2;
       const int c0 = c.ks * S::STEP_K;
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        buf[i] = (!ragged || c0 + (i % CK) * 32 < g.k) ? ld_weights<S::HINT>(base + (i / CK) * ldw8 + (i % CK) * 64)
+        buf[i] = (!ragged || c0 + (i % CK) * 32 < g.k) ? ld_weights(base + (i / CK) * ldw8 + (i % CK) * 64)
                                                         : make_uint4(0u, 0u, 0u, 0u);
     }
   };
@@ -496,10 +487,10 @@ __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
 }  // namespace decode
 }  // namespace cusync
 
-// One kernel per shape and blocks an SM: cusync_decode_mlp_<TB>_<D>_<RW>_<HINT>_<BLOCKS>_<PACKED>.
-#define CUSYNC_DEFINE_DECODE_MLP(TB, D, RW, HINT, BLOCKS, PACKED)                                      \
+// One kernel per shape and blocks an SM: cusync_decode_mlp_<TB>_<D>_<RW>_<BLOCKS>_<PACKED>.
+#define CUSYNC_DEFINE_DECODE_MLP(TB, D, RW, BLOCKS, PACKED)                                            \
   extern "C" __global__ void __launch_bounds__(cusync::decode::kThreads, BLOCKS)                       \
-      cusync_decode_mlp_##TB##_##D##_##RW##_##HINT##_##BLOCKS##_##PACKED(const CusyncDecodeParams p) { \
-    cusync::decode::mlp<cusync::decode::Shape<TB, D, RW, HINT, PACKED>>(p);                            \
+      cusync_decode_mlp_##TB##_##D##_##RW##_##BLOCKS##_##PACKED(const CusyncDecodeParams p) {          \
+    cusync::decode::mlp<cusync::decode::Shape<TB, D, RW, PACKED>>(p);                                  \
   }
 #endif  // __CUDACC__
