@@ -77,7 +77,7 @@ class Gemm(ctypes.Structure):
 
     _fields_ = [("x", ctypes.c_void_p), ("w", ctypes.c_void_p), ("y", ctypes.c_void_p), ("ws", ctypes.c_void_p),
                 ("counts", ctypes.c_void_p), ("n", ctypes.c_int32), ("k", ctypes.c_int32), ("act", ctypes.c_int32),
-                ("pad", ctypes.c_int32)]
+                ("tile_cols", ctypes.c_int32)]
 
 
 class Params(ctypes.Structure):
@@ -269,3 +269,55 @@ class DecodeMlp:
             return None
         return (f"a wait timed out: block {d.block} of the second GeMM (row block {d.consumer_x}) on producer tile "
                 f"({d.tile_x}, {d.tile_y}) sem {d.sem} seen {d.seen} target {d.expected}")
+
+
+class DecodeGemm:
+    """One GeMM alone on the decode kernel (the attention block's QKV and output projections):
+    `launch(stream, x, w, y, pdl)` computes y = act(x w^T) at M rows; with pdl the launch may
+    overlap the previous kernel of the stream (its first weight loads before griddepcontrol.wait)."""
+
+    def __init__(self, M: int, shape: GemmShape, variant_: Shape | None = None):
+        from cusyncgen.cuda import driver
+        from cusyncgen.cuda.lazy import cupy
+
+        self.M, self.gemm = M, shape
+        self.shape = variant_ or variant(M)
+        if 8 * self.shape.tb < M:
+            raise DecodeError(f"{self.shape.name} holds {8 * self.shape.tb} rows, not M = {M}")
+        check_shape(shape.n, shape.k, shape.act, self.shape.rows)
+        self.kernel = module().kernel(self.shape.name, THREADS)
+        per_sm = min(self.shape.blocks, driver.max_active_blocks(self.kernel))
+        if per_sm < 1:
+            raise DecodeError(f"{self.kernel.name} does not fit an SM")
+        self.grid = driver.sm_count() * per_sm
+        self.ws = cupy.zeros(shape.n * WS_STRIDE, dtype=cupy.float32)
+        self.counts = cupy.zeros(shape.n // 16, dtype=cupy.uint32)
+        self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
+        self.packed = {}
+
+    def prepare(self, w) -> None:
+        """Pack the weight for a packed variant (once per array; not while a graph is captured)."""
+        if self.shape.packed and w.data.ptr not in self.packed:
+            self.packed[w.data.ptr] = (w, pack_weights(w, self.shape.step_k))
+
+    def params(self, x: int, w: int, y: int, pdl: bool = False) -> Params:
+        if self.shape.packed:
+            hit = self.packed.get(w)
+            if hit is None:
+                raise DecodeError(f"{self.shape.name} reads packed weights: prepare() them first")
+            w = hit[1].data.ptr
+        p = Params()
+        g = self.gemm
+        p.gemm[0] = Gemm(x, w, y, self.ws.data.ptr, self.counts.data.ptr, g.n, g.k, ACT[g.act], 0)
+        p.debug, p.timeout_ns, p.m = self.debug.data.ptr, 0, self.M
+        p.first, p.last, p.pdl = 0, 0, int(pdl)
+        return p
+
+    def launch(self, stream, x, w, y, pdl: bool = False) -> None:
+        """x [M, K], w [N, K], y [M, N_out]: fp16 CuPy arrays, contiguous."""
+        g = self.gemm
+        for name, a, shape in (("x", x, (self.M, g.k)), ("w", w, (g.n, g.k)), ("y", y, (self.M, g.n_out))):
+            if tuple(a.shape) != shape or a.dtype.itemsize != 2 or not a.flags.c_contiguous:
+                raise DecodeError(f"{name}: a contiguous fp16 array of shape {shape}, not {tuple(a.shape)} {a.dtype}")
+        self.prepare(w)
+        self.kernel.launch((self.grid, 1, 1), [self.params(x.data.ptr, w.data.ptr, y.data.ptr, pdl)], stream, pdl=pdl)

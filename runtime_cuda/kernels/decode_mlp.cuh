@@ -45,7 +45,7 @@ typedef struct {
   uint32_t* counts;   // [N / 16] step counts of the RW-row groups: the same
   int32_t n, k;       // weight rows (a multiple of the variant's 64 or 128), K (a multiple of 32)
   int32_t act;        // 0 identity, 1 GeLU (tanh), 2 SwiGLU of [W1|V] rows interleaved by 64
-  int32_t pad;
+  int32_t tile_cols;  // output columns of a producer tile the posts count (0: kTileCols)
 } CusyncDecodeGemm;
 
 typedef struct {
@@ -234,7 +234,7 @@ __device__ __forceinline__ void finalize(const CusyncDecodeParams& p, const Cusy
     __syncwarp();
     if (lane == 0) {
       const PolicyDesc pol{p.policy};
-      red_release_add(p.sems + pol.sem(Tile{grp.out_col / kTileCols, 0, 0}), 1u);
+      red_release_add(p.sems + pol.sem(Tile{grp.out_col / (g.tile_cols > 0 ? g.tile_cols : kTileCols), 0, 0}), 1u);
     }
   }
 }
@@ -305,10 +305,12 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   ++pend.n;
 }
 
-// One GeMM's share of this block, its weights streamed into registers.
-template <class S>
+// One GeMM's share of this block, its weights streamed into registers; where it `waits`, `tw` says
+// when the producer tiles of its X columns are posted (TileWait, or a stage's own wait with the same
+// need(t0, t1, tiles, rb, prefetch) over 64-column tiles of X).
+template <class S, class Wait>
 __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bool waits, bool post, bool grid_wait,
-                                         uint32_t epoch, Pending& pend) {
+                                         Wait& tw, Pending& pend) {
   const CusyncDecodeGemm& g = p.gemm[gi];
   constexpr int TB = S::TB, D = S::D, NB = S::NB, CK = S::CK;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3;
@@ -379,8 +381,6 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
   if (grid_wait) pdl_wait_producer_grid();
 
   const int tiles = (g.k + kTileCols - 1) / kTileCols;
-  TileWait tw{&p, epoch, static_cast<uint32_t>(kTileCols / S::RW)};
-  tw.off = !waits;
   int prefetched = begin + D;      // the next step a waiting warp prefetches into L2
   Cursor pf = next;
   float acc[NB][TB][4];
@@ -395,7 +395,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
   // The wait for a step's producer tiles, and its X fragments, one step ahead of its mmas: the X
   // loads' round trip overlaps the step before.
   auto wait_step = [&](int s, const Cursor& c) {
-    if (!waits) return;
+    if (!waits || tw.off) return;
     const int t0 = c.ks * S::STEP_K / kTileCols;
     int t1 = ((c.ks + 1) * S::STEP_K - 1) / kTileCols;
     t1 = t1 < tiles ? t1 : tiles - 1;
@@ -479,8 +479,9 @@ __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
   const uint32_t epoch = epoch_s;
   pdl_launch_dependents();  // a PDL-launched next GeMM may take the SMs this launch leaves
   Pending pending;
+  TileWait tw{&p, epoch, static_cast<uint32_t>(kTileCols / S::RW)};
   for (int i = p.first; i <= p.last; ++i)
-    run_gemm<S>(p, i, sync && i == 1, sync && i == 0, p.pdl != 0 && i == p.first, epoch, pending);
+    run_gemm<S>(p, i, sync && i == 1, sync && i == 0, p.pdl != 0 && i == p.first, tw, pending);
   settle<S>(p, pending);
 }
 
