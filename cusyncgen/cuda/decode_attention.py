@@ -1,0 +1,214 @@
+"""The generation attention kernel (runtime_cuda/kernels/decode_attention.cuh): its module, the
+ctypes mirror of its parameters, the split of the KV length and the launch.
+
+`DecodeAttention(batch, heads, smax, past)` owns the workspace of one shape (fp32 partials per
+split, per-head split counts left zero by every launch) and launches one step of generation: the new
+token's K and V appended to the caches at position `past`, attention over past + 1 keys, O written
+for the output GeMM.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from cusyncgen.cuda import build, decode
+from cusyncgen.cuda.sm90.desc import Debug, Policy
+from cusyncgen.errors import CusyncError
+
+HEADER = "kernels/decode_attention.cuh"
+CHAIN_HEADER = "kernels/decode_attention_chain.cuh"
+HEAD_DIM = 128
+THREADS = 128
+MAX_CHUNK = 1024      # keys a split holds (the kernel's scores in shared memory)
+MIN_CHUNK = 64
+MAX_SPLITS = 512      # splits a head's combine weighs (shared memory)
+UNROLL = 8            # keys a half-warp has in flight
+BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (16 KiB of loads in flight each)
+
+
+class AttentionError(CusyncError):
+    def __init__(self, message: str):
+        super().__init__(message, None)
+
+
+class AttnParams(ctypes.Structure):
+    """CusyncDecodeAttnParams."""
+
+    _fields_ = [("qkv", ctypes.c_void_p), ("kcache", ctypes.c_void_p), ("vcache", ctypes.c_void_p),
+                ("o", ctypes.c_void_p), ("ws", ctypes.c_void_p), ("counts", ctypes.c_void_p),
+                ("batch", ctypes.c_int32), ("heads", ctypes.c_int32), ("smax", ctypes.c_int32),
+                ("past", ctypes.c_int32), ("splits", ctypes.c_int32), ("chunk", ctypes.c_int32),
+                ("scale", ctypes.c_float), ("pdl", ctypes.c_int32)]
+
+
+class ChainParams(ctypes.Structure):
+    """CusyncDecodeAttnChainParams."""
+
+    _fields_ = [("gemms", decode.Params), ("attn", AttnParams), ("o_policy", Policy), ("o_sems", ctypes.c_void_p)]
+
+
+def chain_name(v: "decode.Shape") -> str:
+    return v.name.replace("cusync_decode_mlp_", "cusync_decode_attn_chain_")
+
+
+def source() -> build.Source:
+    """The attention kernel and the one-launch chain of the block for each decode GeMM variant."""
+    text = (f'#include "{CHAIN_HEADER}"\nCUSYNC_DEFINE_DECODE_ATTENTION({UNROLL})\n'
+            + "".join(f"CUSYNC_DEFINE_DECODE_ATTN_CHAIN({v.tb}, {v.d}, {v.rw}, {v.blocks}, {int(v.packed)}, {UNROLL})\n"
+                      for v in decode.VARIANTS)
+            + 'extern "C" __device__ const int cusync_decode_attn_params_size = sizeof(CusyncDecodeAttnParams);\n'
+            'extern "C" __device__ const int cusync_decode_attn_chain_params_size = sizeof(CusyncDecodeAttnChainParams);\n')
+    return build.Source("decode_attention", text)
+
+
+@lru_cache(maxsize=None)
+def module():
+    """The loaded cubin (built here if the cache lacks it); checks the parameter struct's size."""
+    from cusyncgen.cuda import driver
+    mod = driver.Module(build.build(source()))
+    for name, mirror in (("CusyncDecodeAttnParams", AttnParams), ("CusyncDecodeAttnChainParams", ChainParams)):
+        size = mod.constant_int(f"cusync_decode_{'attn_chain' if 'Chain' in name else 'attn'}_params_size")
+        if size != ctypes.sizeof(mirror):
+            raise AttentionError(f"{mod.path.name}: {name} is {size} bytes, its ctypes mirror {ctypes.sizeof(mirror)}")
+    return mod
+
+
+@dataclass(frozen=True)
+class Split:
+    """A head's keys in `splits` ranges of `chunk` keys (the last shorter)."""
+
+    chunk: int
+    splits: int
+
+
+def split_for(batch: int, heads: int, keys: int, sms: int) -> Split:
+    """Ranges of keys such that the grid (batch x heads x splits blocks) holds about BLOCKS_PER_SM
+    blocks an SM or more: chunk = the keys an SM's blocks would read if every SM read the same,
+    rounded up to MIN_CHUNK, at most MAX_CHUNK."""
+    if keys < 1:
+        raise AttentionError(f"attention over {keys} keys")
+    per_block = math.ceil(batch * heads * keys / (sms * BLOCKS_PER_SM))
+    chunk = min(MAX_CHUNK, max(MIN_CHUNK, -(-per_block // MIN_CHUNK) * MIN_CHUNK))
+    splits = -(-keys // chunk)
+    if splits > MAX_SPLITS:
+        raise AttentionError(f"{keys} keys a head: more than {MAX_SPLITS} splits of {MAX_CHUNK} keys")
+    return Split(chunk, splits)
+
+
+class DecodeAttention:
+    """One generation step's attention for `batch` sequences of `heads` heads (D = HEAD_DIM) with
+    `past` cached tokens in caches of `smax` positions: launch(stream, qkv, kcache, vcache, o)."""
+
+    def __init__(self, batch: int, heads: int, smax: int, past: int):
+        from cusyncgen.cuda import driver
+        from cusyncgen.cuda.lazy import cupy
+
+        if not 0 <= past < smax:
+            raise AttentionError(f"the new token goes at position {past} of a cache of {smax} positions")
+        self.batch, self.heads, self.smax, self.past = batch, heads, smax, past
+        self.split = split_for(batch, heads, past + 1, driver.sm_count())
+        self.kernel = module().kernel(f"cusync_decode_attention_{UNROLL}", THREADS)
+        bh = batch * heads
+        self.ws = cupy.zeros(bh * self.split.splits * (HEAD_DIM + 2), dtype=cupy.float32)   # O, then (max, sum)
+        self.counts = cupy.zeros(bh, dtype=cupy.uint32)
+
+    def params(self, qkv: int, kcache: int, vcache: int, o: int, pdl: bool = False) -> AttnParams:
+        return AttnParams(qkv, kcache, vcache, o, self.ws.data.ptr, self.counts.data.ptr, self.batch, self.heads,
+                          self.smax, self.past, self.split.splits, self.split.chunk,
+                          math.log2(math.e) / math.sqrt(HEAD_DIM), int(pdl))
+
+    def launch(self, stream, qkv, kcache, vcache, o, pdl: bool = False) -> None:
+        """qkv [batch, 3 heads D], caches [batch, heads, smax, D], o [batch, heads D]: fp16 CuPy
+        arrays, contiguous. pdl: launched to overlap the previous kernel of the stream (the QKV
+        row read after griddepcontrol.wait)."""
+        want = {"qkv": (qkv, (self.batch, 3 * self.heads * HEAD_DIM)),
+                "kcache": (kcache, (self.batch, self.heads, self.smax, HEAD_DIM)),
+                "vcache": (vcache, (self.batch, self.heads, self.smax, HEAD_DIM)),
+                "o": (o, (self.batch, self.heads * HEAD_DIM))}
+        for name, (a, shape) in want.items():
+            if tuple(a.shape) != shape or a.dtype.itemsize != 2 or not a.flags.c_contiguous:
+                raise AttentionError(f"{name}: a contiguous fp16 array of shape {shape}, not {tuple(a.shape)} "
+                                     f"{a.dtype}")
+        p = self.params(qkv.data.ptr, kcache.data.ptr, vcache.data.ptr, o.data.ptr, pdl)
+        self.kernel.launch((self.batch * self.heads * self.split.splits, 1, 1), [p], stream, pdl=pdl)
+
+
+# The one-launch chain's policies: {name: (depQK's policy, depT2's policy)} of the compiled .dep
+# (attention.py's POLICY_CONFIGS, as far as the chain has those dependencies).
+CHAIN_POLICIES = {"TileSync": ("TileSync", "TileSync"), "StridedSync": ("StridedSync", "TileSync"),
+                  "RowSync": ("RowSync", "GroupSync_xtile_ytile_zall")}
+
+
+class DecodeAttentionChain:
+    """The attention block of one generation step in one launch (decode_attention_chain.cuh): the
+    QKV GeMM and the output GeMM on the decode kernel, the attention between, synchronized by
+    `policies` ({"depQK": {name: PolicyIR}, "depT2": {...}} of the compiled .dep at D-column g1
+    tiles, one row tile). launch(stream, policy, x, wqkv, wo, kcache, vcache, qkv, o, z) with
+    policy one of CHAIN_POLICIES; a wait longer than timeout_ns gives up (timed_out() says where)."""
+
+    def __init__(self, batch: int, heads: int, hidden: int, smax: int, past: int, policies: dict,
+                 timeout_ns: int = 2_000_000_000):
+        from cusyncgen.cuda import driver
+        from cusyncgen.cuda.lazy import cupy
+        from cusyncgen.cuda.sm90.desc import policy_desc
+
+        nd = heads * HEAD_DIM
+        self.batch, self.heads, self.hidden, self.timeout_ns = batch, heads, hidden, int(timeout_ns)
+        self.gemms = (decode.DecodeGemm(batch, decode.GemmShape(3 * nd, hidden)),
+                      decode.DecodeGemm(batch, decode.GemmShape(hidden, nd)))
+        self.shape = self.gemms[0].shape
+        self.attn = DecodeAttention(batch, heads, smax, past)
+        self.kernel = module().kernel(chain_name(self.shape), THREADS)
+        per_sm = min(self.shape.blocks, driver.max_active_blocks(self.kernel))
+        if per_sm < 1:
+            raise AttentionError(f"{self.kernel.name} does not fit an SM")
+        self.grid = driver.sm_count() * per_sm   # every block resident: the later shares wait on the earlier
+        self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
+        self.descs, self.sems, self.tickets = {}, {}, {}
+        for name, (qk, t2) in CHAIN_POLICIES.items():
+            pq, pt = policies["depQK"].get(qk), policies["depT2"].get(t2)
+            if pq is None or pt is None:
+                continue
+            dq, dt = policy_desc(pq), policy_desc(pt)
+            if tuple(dq.extent) != (3 * heads, 1, 1) or tuple(dt.extent) != (1, 1, batch * heads):
+                raise AttentionError(f"{name}: compiled for g1 tiles {tuple(dq.extent)} and attention tiles "
+                                     f"{tuple(dt.extent)}, the block has (3 NH, 1, 1) = {(3 * heads, 1, 1)} and "
+                                     f"(1, 1, B NH) = {(1, 1, batch * heads)}")
+            self.descs[name] = (dq, dt)
+            self.sems[name] = (cupy.zeros(max(1, dq.num_sems), dtype=cupy.uint32),
+                               cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
+            self.tickets[name] = cupy.zeros(1, dtype=cupy.uint64)
+
+    def prepare(self, wqkv, wo) -> None:
+        self.gemms[0].prepare(wqkv)
+        self.gemms[1].prepare(wo)
+
+    def launch(self, stream, policy: str, x, wqkv, wo, kcache, vcache, qkv, o, z) -> None:
+        if policy not in self.descs:
+            raise AttentionError(f"the attention chain has no policy {policy!r} (it has {', '.join(self.descs)})")
+        self.prepare(wqkv, wo)
+        g1, g2 = self.gemms
+        c = ChainParams()
+        c.gemms = g1.params(x.data.ptr, wqkv.data.ptr, qkv.data.ptr)
+        c.gemms.gemm[1] = g2.params(o.data.ptr, wo.data.ptr, z.data.ptr).gemm[0]
+        c.gemms.gemm[0].tile_cols = HEAD_DIM
+        dq, dt = self.descs[policy]
+        sq, st = self.sems[policy]
+        c.gemms.policy, c.gemms.sems, c.gemms.ticket = dq, sq.data.ptr, self.tickets[policy].data.ptr
+        c.gemms.debug, c.gemms.timeout_ns, c.gemms.first, c.gemms.last = self.debug.data.ptr, self.timeout_ns, 0, 1
+        c.attn = self.attn.params(qkv.data.ptr, kcache.data.ptr, vcache.data.ptr, o.data.ptr)
+        c.o_policy, c.o_sems = dt, st.data.ptr
+        self.kernel.launch((self.grid, 1, 1), [c], stream)
+
+    def timed_out(self) -> str | None:
+        """What the first wait that timed out saw (after synchronizing), or None."""
+        words = self.debug.get().tolist()
+        d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
+        if not d.failed:
+            return None
+        what = {1: "an attention item", 2: "the output GeMM (row block"}.get(d.stage, f"stage {d.stage}")
+        tail = f" {d.consumer_x})" if d.stage == 2 else f" {d.consumer_x}"
+        return (f"a wait timed out: {what}{tail} on producer tile ({d.tile_x}, {d.tile_y}, {d.tile_z}) sem {d.sem} "
+                f"seen {d.seen} target {d.expected}")

@@ -1,0 +1,259 @@
+// Attention at token generation: one new query token per sequence against its KV cache, built for
+// the cache's bandwidth (docs/sm90.md, "Attention at token generation").
+//
+// The QKV GeMM's output row of sequence b holds Q, K and V of every head ([B, 3 NH D]: Q heads,
+// then K heads, then V heads, as examples/attention_*.dep lay out g1's column tiles). The caches
+// are [B, NH, smax, D] (the layout torch's SDPA reads): positions < past are the earlier tokens;
+// this kernel appends the new token's K and V at position `past` and attends over past + 1 keys:
+// P = q . concat(cachedK, k)^T, O = softmax(P / sqrt(D)) . concat(cachedV, v) (the paper's cached
+// attention). The new K and V are read from the QKV row, never from the cache, so the append races
+// with no read.
+//
+// Split over the KV length (flash-decoding): block (b, h, split) reads `chunk` keys of one head
+// (contiguous rows of the cache), two passes: the scores q . k into shared memory (a half-warp a key,
+// 16 bytes a lane, U keys a half-warp in flight), then exp2(score - max) . V. A split's partial
+// result (its max, sum and unnormalized O) goes to a workspace; the block that completes a head's
+// count combines the splits (in parallel over the splits), writes O [B, NH D] (the output GeMM's input) and zeroes the count (so
+// nothing is reset between launches). Launched with `pdl`, the kernel reads the QKV row only after
+// griddepcontrol.wait, and lets the output GeMM launch early.
+#pragma once
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cusync/sync.h"
+
+extern "C" {
+typedef struct {
+  const void* qkv;      // [B, 3 NH D] fp16: the QKV GeMM's output
+  void* kcache;         // [B, NH, smax, D] fp16: positions < past cached, the new key written at past
+  void* vcache;         // the same for V
+  void* o;              // [B, NH D] fp16: the attention's output (the output GeMM's input)
+  float* ws;            // fp32 [B NH splits, D]: each split's O (unnormalized); then [B NH splits, 2]: max, sum
+  uint32_t* counts;     // [B NH]: splits done; zero before the first launch, left zero by every launch
+  int32_t batch, heads, smax, past;
+  int32_t splits, chunk;  // a head's past + 1 keys in splits ranges of chunk keys (the last shorter)
+  float scale;          // log2(e) / sqrt(D): scores in base 2
+  int32_t pdl;          // 1: PDL-launched: griddepcontrol.wait before reading qkv
+} CusyncDecodeAttnParams;
+}
+
+#if defined(__CUDACC__)
+namespace cusync {
+namespace decode {
+
+constexpr int kHeadDim = 128;
+constexpr int kAttnWarps = 4;
+constexpr int kAttnThreads = 32 * kAttnWarps;
+constexpr int kMaxChunk = 1024;   // keys a split holds scores of
+constexpr int kMaxSplits = 512;   // splits a head's combine weighs
+
+// The cache is read once, and never written in a launch that reads it (past the new key).
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// Work item `item` (= (b NH + h) splits + split): one split of one head: scores, softmax partial,
+// combine by the split that completes the head; `done()` is called by every thread of the block
+// that wrote the head's O (the post of a chained launch).
+template <int U, class Done>
+__device__ __forceinline__ void attention_item(const CusyncDecodeAttnParams& p, int item, Done&& done) {
+  __shared__ float score[kMaxChunk];
+  __shared__ __align__(16) float part[kAttnWarps][kHeadDim];   // read as float4 by the combine
+  __shared__ float part_l[kAttnWarps], part_m[kAttnWarps];
+  __shared__ float weight[kMaxSplits];
+  __shared__ uint32_t last_s;
+  constexpr int D = kHeadDim;
+  const int bh = item / p.splits, split = item % p.splits;
+  const int b = bh / p.heads, h = bh % p.heads;
+  const int keys = p.past + 1, k0 = split * p.chunk;
+  const int n = min(p.chunk, keys - k0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, l16 = lane % 16;
+  const int slot = warp * 2 + lane / 16;   // the key of 8 this half-warp reads
+  const size_t head = (static_cast<size_t>(b) * p.heads + h) * p.smax * D;
+  const __half* kc = static_cast<const __half*>(p.kcache) + head;
+  const __half* vc = static_cast<const __half*>(p.vcache) + head;
+  const __half* row = static_cast<const __half*>(p.qkv) + static_cast<size_t>(b) * 3 * p.heads * D;
+  const __half *qn = row + h * D, *kn = row + (p.heads + h) * D, *vn = row + (2 * p.heads + h) * D;
+
+  // the new token's K and V appended (by the split that holds position past)
+  if (warp == 0 && p.past >= k0 && p.past < k0 + n) {
+    const __half* src = lane < 16 ? kn : vn;
+    __half* dst = static_cast<__half*>(lane < 16 ? p.kcache : p.vcache) + head + static_cast<size_t>(p.past) * D;
+    *reinterpret_cast<uint4*>(dst + l16 * 8) = *reinterpret_cast<const uint4*>(src + l16 * 8);
+  }
+  // a key's row: the cache's, or the new token's (from the QKV row)
+  auto key_row = [&](const __half* cache, const __half* fresh, int key) {
+    return key < p.past ? cache + static_cast<size_t>(key) * D + l16 * 8 : fresh + l16 * 8;
+  };
+  auto load = [&](const __half* ptr, int key) {
+    return key < p.past ? ld_stream(ptr) : *reinterpret_cast<const uint4*>(ptr);
+  };
+
+  float q[8];
+  unpack8(*reinterpret_cast<const uint4*>(qn + l16 * 8), q);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) q[e] *= p.scale;
+
+  // pass 1: scores
+  float mx = -INFINITY;
+  for (int j0 = 0; j0 < n; j0 += 8 * U) {
+    uint4 kv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * 8 + slot;
+      kv[u] = j < n ? load(key_row(kc, kn, k0 + j), k0 + j) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float f[8];
+      unpack8(kv[u], f);
+      float s = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s = fmaf(q[e], f[e], s);
+      s += __shfl_xor_sync(0xffffffffu, s, 8);
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      const int j = j0 + u * 8 + slot;
+      if (j < n) {
+        if (l16 == 0) score[j] = s;
+        mx = fmaxf(mx, s);
+      }
+    }
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+  if (lane == 0) part_m[warp] = mx;
+  __syncthreads();
+  float m = part_m[0];
+#pragma unroll
+  for (int w = 1; w < kAttnWarps; ++w) m = fmaxf(m, part_m[w]);
+
+  // pass 2: exp2(score - m) . V
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  float l = 0.f;
+  for (int j0 = 0; j0 < n; j0 += 8 * U) {
+    uint4 vv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * 8 + slot;
+      vv[u] = j < n ? load(key_row(vc, vn, k0 + j), k0 + j) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * 8 + slot;
+      if (j < n) {
+        const float pj = exp2f(score[j] - m);
+        float f[8];
+        unpack8(vv[u], f);
+        l += pj;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(pj, f[e], acc[e]);
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], 16);
+  l += __shfl_xor_sync(0xffffffffu, l, 16);
+  if (lane < 16) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) part[warp][l16 * 8 + e] = acc[e];
+  }
+  if (lane == 0) part_l[warp] = l;
+  __syncthreads();
+  const int t = threadIdx.x;   // kAttnThreads == D: thread t owns column t
+  float o = 0.f, lsum = 0.f;
+#pragma unroll
+  for (int w = 0; w < kAttnWarps; ++w) {
+    o += part[w][t];
+    lsum += part_l[w];
+  }
+  __half* out = static_cast<__half*>(p.o) + static_cast<size_t>(b) * p.heads * D + h * D;
+  if (p.splits == 1) {
+    out[t] = __float2half_rn(o / lsum);
+    done(bh);
+    return;
+  }
+  // the split's partial: O (unnormalized) at ws[(bh splits + split) D], its max and sum after
+  // every split's O (ws[B NH splits D + 2 (bh splits + split)])
+  const size_t nsplit = static_cast<size_t>(p.batch) * p.heads * p.splits;
+  float* ml = p.ws + nsplit * D;
+  const size_t mine = static_cast<size_t>(bh) * p.splits + split;
+  __stcg(p.ws + mine * D + t, o);
+  if (t == 0) __stcg(reinterpret_cast<float2*>(ml) + mine, make_float2(m, lsum));
+  __threadfence();
+  __syncthreads();
+  if (t == 0) last_s = atomicAdd(p.counts + bh, 1u) == static_cast<uint32_t>(p.splits - 1);
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  // combine: the splits' weights exp2(m_s - max) in shared memory (a thread a split), then each
+  // warp sums a quarter of the splits' O (a lane 4 columns, 16 bytes a load) and the warps add up
+  const float2* mls = reinterpret_cast<const float2*>(ml) + static_cast<size_t>(bh) * p.splits;
+  float big = -INFINITY;
+  for (int s = t; s < p.splits; s += kAttnThreads) big = fmaxf(big, __ldcg(mls + s).x);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, off));
+  if (lane == 0) part_m[warp] = big;
+  __syncthreads();
+  big = fmaxf(fmaxf(part_m[0], part_m[1]), fmaxf(part_m[2], part_m[3]));
+  float den = 0.f;
+  for (int s = t; s < p.splits; s += kAttnThreads) {
+    const float2 v = __ldcg(mls + s);
+    const float w = exp2f(v.x - big);
+    weight[s] = w;
+    den += w * v.y;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) den += __shfl_xor_sync(0xffffffffu, den, off);
+  if (lane == 0) part_l[warp] = den;
+  __syncthreads();
+  den = part_l[0] + part_l[1] + part_l[2] + part_l[3];
+  const float4* os = reinterpret_cast<const float4*>(p.ws + static_cast<size_t>(bh) * p.splits * D);
+  float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+  for (int s = warp; s < p.splits; s += kAttnWarps) {
+    const float4 v = __ldcg(os + static_cast<size_t>(s) * (D / 4) + lane);
+    const float w = weight[s];
+    a.x = fmaf(w, v.x, a.x);
+    a.y = fmaf(w, v.y, a.y);
+    a.z = fmaf(w, v.z, a.z);
+    a.w = fmaf(w, v.w, a.w);
+  }
+  reinterpret_cast<float4*>(part[warp])[lane] = a;
+  __syncthreads();
+  out[t] = __float2half_rn((part[0][t] + part[1][t] + part[2][t] + part[3][t]) / den);
+  if (t == 0) p.counts[bh] = 0u;
+  done(bh);
+}
+
+template <int U>
+__device__ __forceinline__ void attention(const CusyncDecodeAttnParams& p) {
+  pdl_launch_dependents();   // the output GeMM may take the SMs this launch leaves
+  if (p.pdl) pdl_wait_producer_grid();
+  attention_item<U>(p, blockIdx.x, [](int) {});
+}
+
+}  // namespace decode
+}  // namespace cusync
+
+// One kernel per keys-in-flight count: cusync_decode_attention_<U>.
+#define CUSYNC_DEFINE_DECODE_ATTENTION(U)                                                          \
+  extern "C" __global__ void __launch_bounds__(cusync::decode::kAttnThreads)                       \
+      cusync_decode_attention_##U(const CusyncDecodeAttnParams p) {                                \
+    cusync::decode::attention<U>(p);                                                               \
+  }
+#endif  // __CUDACC__
