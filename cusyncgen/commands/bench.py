@@ -212,14 +212,17 @@ def plot_png(plot_fn, result: dict) -> bytes | None:
     return buf.getvalue()
 
 
-def write(result: dict, out_dir: Path, stem: str, table: bool = True) -> list[Path]:
+def write(result: dict, out_dir: Path, stem: str, table: bool = True, page=None) -> list[Path]:
     """The JSON, and where the workload compares with a vendor library (``table``), its markdown
-    table and plot (the overhead microbenchmark has none); all written or none (files.write_files)."""
+    table and plot (the overhead microbenchmark has none); all written or none (files.write_files).
+    ``page``: the workload's own markdown writer (one whose rows are not the MLP's shape), no plot."""
     from cusyncgen import files
 
     js = out_dir / f"{stem}.json"
     out = {js: json.dumps(result, indent=1) + "\n"}
-    if table:
+    if table and page is not None:
+        out[out_dir / f"{stem}.md"] = page(result) + "\n"
+    elif table:
         png = plot_png(plot, result)
         if png is not None:
             out[out_dir / f"{stem}.png"] = png
@@ -299,14 +302,15 @@ def main(argv=None) -> int:
         r.setdefault("kernel", cls.kernel)
     res = {"command": command, **res}
     try:
-        paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel), table=bool(cls.vendor))
+        paths = write(res, args.out_dir, result_stem(cls.name, res["device"], asked, cls.kernel), table=bool(cls.vendor),
+                      page=getattr(cls, "markdown", None))
     except CusyncError as exc:
         print(f"cusyncgen bench: error: {exc.message}", file=sys.stderr)
         return 1
     for p in paths:
         print(p)
     if cls.vendor:
-        print(markdown(res))
+        print(getattr(cls, "markdown", markdown)(res))
     else:
         for r in res["rows"]:
             print(f"{r['config']:>24s} {r['time_us']:8.1f} us  overhead {100 * r['overhead_vs_streamsync']:+.2f}%  "

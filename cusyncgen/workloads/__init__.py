@@ -12,6 +12,7 @@ when a workload first runs (cusyncgen.cuda.lazy).
 from __future__ import annotations
 
 from cusyncgen.workloads.attention import Attention
+from cusyncgen.workloads.attention_sm90 import AttentionGen
 from cusyncgen.workloads.base import Workload
 from cusyncgen.workloads.conv2d import ConvChain
 from cusyncgen.workloads.mlp import MLP
@@ -29,7 +30,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (MLP, ConvChain, Attention, CopyChain, MLPSm90, OverheadSm90):
+for _cls in (MLP, ConvChain, Attention, CopyChain, MLPSm90, OverheadSm90, AttentionGen):
     register(_cls)
 
 DEFAULT_KERNEL = "sm80"
@@ -46,10 +47,12 @@ def kernels() -> list[str]:
 def default_kernel(name: str, arch: str | None) -> str:
     """The kernel family workload `name` runs on by default on a device of compute capability
     `arch` (driver.arch(): "sm_90a", "sm_80", ...; None: no device): "sm90" on an sm_90 device
-    where the workload has sm90 kernels (they are built for sm_90a, which no other arch runs),
-    else "sm80"."""
+    where the workload has sm90 kernels that cover it (they are built for sm_90a, which no other
+    arch runs; a family that covers part of a workload -- the attention's generation phase -- says
+    so with default_on_device = False and is asked for by --kernel), else "sm80"."""
     fams = FAMILIES.get(name, {})
-    if arch is not None and arch.removesuffix("a") == "sm_90" and "sm90" in fams:
+    if (arch is not None and arch.removesuffix("a") == "sm_90" and "sm90" in fams
+            and getattr(fams["sm90"], "default_on_device", True)):
         return "sm90"
     return DEFAULT_KERNEL
 
@@ -80,4 +83,4 @@ def get(name: str, kernel: str = DEFAULT_KERNEL) -> type:
 
 
 __all__ = ["FAMILIES", "REGISTRY", "Workload", "default_kernel", "device_kernel", "for_device", "get", "kernels",
-           "register", "MLP", "MLPSm90", "ConvChain", "Attention", "CopyChain"]
+           "register", "MLP", "MLPSm90", "ConvChain", "Attention", "AttentionGen", "CopyChain"]

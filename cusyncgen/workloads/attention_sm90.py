@@ -1,0 +1,540 @@
+"""The attention block at token generation on Hopper: QKV GeMM -> attention over the KV cache ->
+output GeMM, one new token per sequence, on kernels built for bandwidth (docs/sm90.md, "Attention
+at token generation").
+
+    blk = AttentionGen("gpt3", B=4, past=2048)
+    ins = blk.buffers(seed=0); outs = blk.outputs()
+    blk.run(stream, "PDL", *ins, *outs)
+
+    QKV GeMM    qkv = X Wqkv^T          [B, 3 NH D]
+    attention   o = softmax(q K^T / sqrt(D)) V over concat(cache, new)   decode_attention.cuh:
+                                        the new K/V appended at position `past`, split over the KV
+                                        length, the splits combined in the same launch
+    output GeMM z = o Wo^T
+
+Each GeMM runs on an engine (engines_for): the decode kernel (cusyncgen.cuda.decode.DecodeGemm: the
+weight's rows streamed into registers over every SM; the default) or a CUTLASS sm90 tile config of
+the prebuilt library with or without split-K (where B fills the tensor cores: mma.sync makes the
+decode kernel compute-bound at 64 rows). The bench times each GeMM alone on every engine and runs
+the block on the fastest.
+
+Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the attention and the
+output GeMM PDL-launched: the output GeMM's first weight loads before griddepcontrol.wait). Chains
+(CHAINS, "<policy>+Chain"): the whole block in one launch on the decode engines
+(decode_attention_chain.cuh), synchronized by the policies cusyncgen compiles from
+examples/attention_<model>.dep at the block's tiles (dep_params): TileSync, StridedSync (a head's Q,
+K and V tiles on one semaphore) and RowSync.
+
+`cusyncgen bench attention --kernel sm90` measures every (model, B, S') of the sweep against the
+vendor chain a user would write (cuBLAS QKV linear -> the KV-cache append -> SDPA on each backend
+-> cuBLAS output linear, in a CUDA graph; the fastest correct form), in alternating rounds, with the
+floor (weights and KV cache over the run's copy bandwidth). The prompt phase runs on the sm80 kernels
+(`--kernel sm80`, the default on every device until a Hopper prompt stage exists).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+from cusyncgen.cuda import decode, decode_attention
+from cusyncgen.cuda.configs import Ordering
+from cusyncgen.errors import CusyncError
+
+D = decode_attention.HEAD_DIM
+MODELS = {"gpt3": 12288, "llama": 8192}   # hidden size; heads per GPU of 8-way model parallelism: H / (8 D)
+GEN_B = (1, 4, 16, 64)
+GEN_SP = (512, 2048, 8192)
+ORDERINGS = ("StreamSync", "PDL")
+CHAINS = tuple(p + "+Chain" for p in decode_attention.CHAIN_POLICIES)   # one launch, the decode engines
+TIMEOUT_NS = 2_000_000_000
+TOL = 2e-2
+VENDOR = "vendor"
+DECODE_ENGINE = "decode"
+SDPA_BACKENDS = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
+                 "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-math": "MATH"}
+
+
+def heads(model: str) -> int:
+    return MODELS[model] // (8 * D)
+
+
+def label(model: str, past: int) -> str:
+    """The rows' "model": the model and the cached tokens (as the sm80 attention's generation rows)."""
+    return f"{model}-gen-S'{past}"
+
+
+def point(B: int, past: int) -> str:
+    return f"B={B} S'={past}"
+
+
+@dataclass
+class AttentionGen:
+    """One generation step of the attention block: B sequences of `past` cached tokens."""
+
+    name = "attention"
+    vendor = VENDOR
+    kernel = "sm90"
+    orderings = frozenset({Ordering.STREAM, Ordering.PDL_ALONE, Ordering.PERSISTENT})
+    models = tuple(MODELS)
+    sizes = GEN_B
+    bench_options = ()
+    tune_mode = ""            # nothing to tune: bench times every ordering against the vendor
+    default_on_device = False  # the prompt phase has no Hopper stage yet: `--kernel sm90` asks for this one
+
+    model: str
+    B: int
+    past: int
+    engines: tuple = (DECODE_ENGINE, DECODE_ENGINE)   # the QKV and output GeMMs' (engines_for's names)
+    timeout_ns: int = TIMEOUT_NS
+    _parts: tuple | None = field(default=None, repr=False)
+    _chain: object = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise CusyncError(f"the sm90 attention has no model {self.model!r} (its models: {', '.join(MODELS)})", None)
+        if not 1 <= self.B <= decode.MAX_M:
+            raise CusyncError(f"the sm90 attention at generation takes B = 1 to {decode.MAX_M}, not {self.B}", None)
+        if self.past < 0:
+            raise CusyncError(f"cached tokens: {self.past}", None)
+        self.H, self.NH = MODELS[self.model], heads(self.model)
+        self.smax = self.past + 1
+        for e, (n, k) in zip(self.engines, self.gemm_shapes()):
+            if e not in engines_for(self.B, n, k):
+                raise CusyncError(f"GeMM engine {e!r} does not fit a {self.B} x {n} x {k} GeMM (those that do: "
+                                  f"{', '.join(engines_for(self.B, n, k))})", None)
+
+    def gemm_shapes(self) -> tuple:
+        """(N, K) of the QKV and output GeMMs."""
+        nd = self.NH * D
+        return (3 * nd, self.H), (self.H, nd)
+
+    @classmethod
+    def sources(cls, sizes=None, tune: bool = False) -> list:
+        """The decode GeMM's and the attention kernel's translation units (the CUTLASS engines are the
+        prebuilt sm90 library's)."""
+        return [decode.source(), decode_attention.source()]
+
+    @classmethod
+    def bench(cls, models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
+        return bench(models, sizes, iters, progress)
+
+    @staticmethod
+    def markdown(result: dict) -> str:
+        """The bench page of a result of this family (bench.write's ``page``)."""
+        return markdown(result)
+
+    @property
+    def parts(self):
+        """(QKV GeMM, attention, output GeMM) runners."""
+        if self._parts is None:
+            (n1, k1), (n2, k2) = self.gemm_shapes()
+            self._parts = (gemm_engine(self.engines[0], self.B, n1, k1),
+                           decode_attention.DecodeAttention(self.B, self.NH, self.smax, self.past),
+                           gemm_engine(self.engines[1], self.B, n2, k2))
+        return self._parts
+
+    def configs(self) -> list[str]:
+        return list(ORDERINGS + CHAINS)
+
+    @property
+    def chain(self) -> "decode_attention.DecodeAttentionChain":
+        if self._chain is None:
+            self._chain = decode_attention.DecodeAttentionChain(self.B, self.NH, self.H, self.smax, self.past,
+                                                                compiled_policies(self.model, self.B, self.past),
+                                                                self.timeout_ns)
+        return self._chain
+
+    def timed_out(self) -> str | None:
+        """The debug record of a chain's wait that timed out (after synchronizing), or None."""
+        return None if self._chain is None else self._chain.timed_out()
+
+    def check_stages(self) -> None:
+        msg = self.timed_out()
+        if msg:
+            raise CusyncError(f"attention {self.model} B={self.B} S'={self.past}: {msg}", None)
+
+    # ---- buffers
+    def buffers(self, seed: int | None = None):
+        """x [B, H], Wqkv [3 NH D, H], Wo [H, NH D], the K and V caches [B, NH, past + 1, D] (positions
+        < past random, the new token's position poisoned): fp16 CuPy arrays. run() packs the weights
+        for a decode engine at their first launch (run once before capturing a graph)."""
+        from cusyncgen.cuda.lazy import cupy
+        rs = cupy.random.RandomState(seed)
+        nd = self.NH * D
+
+        def normal(shape, scale=1.0):
+            return (rs.standard_normal(shape, dtype=cupy.float32) * scale).astype(cupy.float16)
+
+        x = normal((self.B, self.H))
+        wqkv = normal((3 * nd, self.H), 1 / math.sqrt(self.H))
+        wo = normal((self.H, nd), 1 / math.sqrt(nd))
+        caches = []
+        for _ in range(2):
+            c = cupy.empty((self.B, self.NH, self.smax, D), dtype=cupy.float16)
+            for b in range(self.B):    # one sequence at a time: the fp32 draw of a whole cache is 2x its size
+                c[b, :, : self.past] = normal((self.NH, self.past, D))
+            c[:, :, self.past] = cupy.nan
+            caches.append(c)
+        return (x, wqkv, wo, *caches)
+
+    def outputs(self):
+        """qkv [B, 3 NH D], o [B, NH D], z [B, H], poisoned."""
+        from cusyncgen.cuda.lazy import cupy
+        nd = self.NH * D
+        return tuple(cupy.full(s, cupy.nan, dtype=cupy.float16)
+                     for s in ((self.B, 3 * nd), (self.B, nd), (self.B, self.H)))
+
+    def run(self, stream, cfg: str, x, wqkv, wo, kc, vc, qkv, o, z) -> None:
+        """One step of the block under `cfg` (ORDERINGS, CHAINS) on `stream` (a CuPy stream)."""
+        if cfg in CHAINS:
+            self.chain.launch(stream, cfg.removesuffix("+Chain"), x, wqkv, wo, kc, vc, qkv, o, z)
+            return
+        if cfg not in ORDERINGS:
+            raise CusyncError(f"the sm90 attention has no configuration {cfg!r} (it has "
+                              f"{', '.join(ORDERINGS + CHAINS)})", None)
+        g1, att, g2 = self.parts
+        pdl = cfg == "PDL"
+        g1.prepare(wqkv)
+        g2.prepare(wo)
+        g1.launch(stream, x, wqkv, qkv)
+        att.launch(stream, qkv, kc, vc, o, pdl=pdl)
+        g2.launch(stream, o, wo, z, pdl=pdl)
+
+    # ---- the reference, in float32
+    def reference(self, x, wqkv, wo, kc, vc):
+        """z of one step in float32 (the cached positions < past, the new K/V from x), and the new
+        token's K and V rows (fp32) the append must have written."""
+        from cusyncgen.cuda.lazy import torch
+        t = torch.from_dlpack
+        nd = self.NH * D
+        qkv = t(x).float() @ t(wqkv).float().T                       # [B, 3 NH D]
+        q, k, v = (qkv[:, i * nd:(i + 1) * nd].view(self.B, self.NH, D) for i in range(3))
+        o = torch.empty(self.B, self.NH, D, device=qkv.device)
+        for b in range(self.B):
+            kk = torch.cat([t(kc)[b, :, : self.past].float(), k[b, :, None]], dim=1)   # [NH, past + 1, D]
+            vv = torch.cat([t(vc)[b, :, : self.past].float(), v[b, :, None]], dim=1)
+            s = (kk @ q[b, :, :, None]).squeeze(-1) / math.sqrt(D)                    # [NH, past + 1]
+            o[b] = (torch.softmax(s, dim=-1)[:, None, :] @ vv).squeeze(1)
+        return o.reshape(self.B, nd) @ t(wo).float().T, k, v
+
+    def error(self, outs, ins, ref) -> tuple[float, bool]:
+        """(z's relative error, whether the caches hold the new K and V at position past)."""
+        from cusyncgen.cuda.lazy import torch
+        z_ref, k, v = ref
+        qkv, _, z = outs
+        t = torch.from_dlpack
+        nd = self.NH * D
+        new = t(qkv)[:, nd:].view(self.B, 2, self.NH, D)
+        appended = bool(torch.equal(t(ins[3])[:, :, self.past], new[:, 0])) and \
+            bool(torch.equal(t(ins[4])[:, :, self.past], new[:, 1]))
+        return rel(t(z), z_ref), appended
+
+    # ---- the vendor, as a user writes it
+    def vendor_fn(self, ins, backend: str):
+        """The block in PyTorch on the same operands: cuBLAS QKV linear, the append into the caches,
+        SDPA over past + 1 keys under sdpa_kernel(backend), cuBLAS output linear. Returns fn() -> z."""
+        from cusyncgen.cuda.lazy import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        member = getattr(SDPBackend, backend)
+        x, wqkv, wo, kc, vc = (torch.from_dlpack(a) for a in ins)
+        B, NH, past = self.B, self.NH, self.past
+
+        def fn():
+            qkv = torch.nn.functional.linear(x, wqkv).view(B, 3, NH, D)
+            kc[:, :, past] = qkv[:, 1]
+            vc[:, :, past] = qkv[:, 2]
+            with sdpa_kernel(member):
+                o = torch.nn.functional.scaled_dot_product_attention(qkv[:, 0, :, None], kc, vc)   # [B, NH, 1, D]
+            return torch.nn.functional.linear(o.reshape(B, NH * D), wo)
+        return fn
+
+    def flash_decoding_fn(self, ins):
+        """flash_attn's flash_attn_with_kvcache (split-KV decoding) where the package is installed: it
+        takes [B, S, NH, D] caches, so the form keeps its own copies in that layout."""
+        from flash_attn import flash_attn_with_kvcache   # ImportError where not installed: the form is skipped
+        from cusyncgen.cuda.lazy import torch
+        x, wqkv, wo, kc, vc = (torch.from_dlpack(a) for a in ins)
+        B, NH, past = self.B, self.NH, self.past
+        kc2, vc2 = kc.transpose(1, 2).contiguous(), vc.transpose(1, 2).contiguous()
+        seqlens = torch.full((B,), past, dtype=torch.int32, device=x.device)
+
+        def fn():
+            qkv = torch.nn.functional.linear(x, wqkv).view(B, 1, 3, NH, D)
+            o = flash_attn_with_kvcache(qkv[:, :, 0], kc2, vc2, k=qkv[:, :, 1], v=qkv[:, :, 2], cache_seqlens=seqlens)
+            return torch.nn.functional.linear(o.reshape(B, NH * D), wo)
+        return fn
+
+    def floor_bytes(self) -> int:
+        """Bytes the block must move: both weights, the cached K and V, x, the new K/V, z."""
+        nd = self.NH * D
+        return 2 * (4 * nd * self.H + 2 * self.B * self.NH * self.past * D + self.B * self.H * 2 + 2 * self.B * nd)
+
+
+def dep_params(B: int, past: int) -> dict:
+    """The .dep's Params at the block's tiles: one token per sequence (S = 1), one row tile of
+    decode.MAX_M rows, g1's tiles TileN = D columns (a head's Q, K or V)."""
+    return {"B": B, "S": 1, "Sp": past, "TileM": decode.MAX_M, "TileK": decode.MAX_M, "TileN": D}
+
+
+def compiled_policies(model: str, B: int, past: int) -> dict:
+    """{"depQK": {policy name: PolicyIR}, "depT2": {...}} of examples/attention_<model>.dep."""
+    import cusyncgen
+    from cusyncgen.workloads.kernels import examples_dir
+    prog = cusyncgen.compile(examples_dir() / f"attention_{model}.dep", params=dep_params(B, past))
+    out: dict = {"depQK": {}, "depT2": {}}
+    for p in prog.policies:
+        if p.dep in out and (p.dep != "depQK" or p.consumer == "gP"):
+            out[p.dep][p.name] = p
+    return out
+
+
+def engines_for(M: int, N: int, K: int) -> list[str]:
+    """The GeMM engines of an M x N x K GeMM: the decode kernel, and each 64-row CUTLASS sm90 tile
+    config (M <= 64) whose BN divides N and BK K, without and with split-K where auto_splits finds
+    one (" splitK<S>@<start>")."""
+    from cusyncgen.cuda import sm90
+    out = [DECODE_ENGINE]
+    for c in sm90.CONFIGS:
+        bm, bn, bk = sm90.tile_dims(c)
+        if bm != 64 or N % bn or K % bk or c.endswith(("tma", "c2")):
+            continue
+        out.append(c)
+        X, Y = sm90.order_grid(c, M, N)
+        sp = sm90.auto_splits(X * Y, K // bk)
+        if sp.S > 1:
+            out.append(f"{c} splitK{sp.S}@{sp.start}")
+    return out
+
+
+class CutlassGemm:
+    """One GeMM alone on a CUTLASS sm90 tile config of the prebuilt library (identity epilogue):
+    the same launch interface as decode.DecodeGemm. A plan (its TMA descriptors) per operand set and
+    launch mode, made at the first launch (outside a captured graph: run once before capturing)."""
+
+    def __init__(self, engine: str, M: int, N: int, K: int):
+        from cusyncgen.cuda import sm90
+        self.config, _, split = engine.partition(" splitK")
+        self.split = sm90.NO_SPLIT if not split else sm90.Split(*(int(v) for v in split.split("@")))
+        self.M, self.N, self.K = M, N, K
+        self.plans: dict = {}
+
+    def prepare(self, w) -> None:
+        """Nothing to pack."""
+
+    def launch(self, stream, x, w, y, pdl: bool = False) -> None:
+        from cusyncgen.cuda import sm90
+        from cusyncgen.cuda.sm90.desc import LaunchFlag
+        flags = LaunchFlag.PDL_TRIGGER | (LaunchFlag.PDL_WAIT | LaunchFlag.PDL_LAUNCH if pdl else LaunchFlag.NONE)
+        key = (x.data.ptr, w.data.ptr, y.data.ptr, flags)
+        plan = self.plans.get(key)
+        if plan is None:
+            if stream.is_capturing():
+                raise CusyncError(f"{self.config}: the plan of these operands is made at their first launch, "
+                                  "not inside a graph capture (run once first)", None)
+            desc = sm90.gemm_desc(x.data.ptr, w.data.ptr, y.data.ptr, self.M, self.N, self.K, self.config,
+                                  splits=self.split)
+            plan = self.plans[key] = sm90.Plan(self.config, [desc], flags=flags)
+        plan.launch(stream.ptr)
+
+
+def gemm_engine(engine: str, M: int, N: int, K: int):
+    if engine == DECODE_ENGINE:
+        return decode.DecodeGemm(M, decode.GemmShape(N, K))
+    return CutlassGemm(engine, M, N, K)
+
+
+def rel(a, ref) -> float:
+    from cusyncgen.cuda.lazy import torch
+    a = a.float()
+    if not bool(torch.isfinite(a).all()):
+        return math.inf
+    return float(torch.linalg.vector_norm(a - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
+
+
+def vendor_forms(blk: AttentionGen, ins, ref):
+    """The vendor's forms of one point, each checked against the reference (baselines.VendorForms)."""
+    from cusyncgen.cuda import baselines
+    makers = {f"torch+{n}": (lambda b=b: blk.vendor_fn(ins, b)) for n, b in SDPA_BACKENDS.items()}
+    makers["torch+flash-decoding"] = lambda: blk.flash_decoding_fn(ins)
+    return baselines.VendorForms.check(makers, lambda name, fn: rel(fn(), ref[0]))
+
+
+def choose_engines(model: str, B: int, ins, stream, iters: int) -> tuple[tuple, dict]:
+    """Each GeMM of the block alone on every engine (engines_for), on the point's weights (the
+    output GeMM on a random input), checked against float32 on a poisoned output and timed in a
+    CUDA graph: (the fastest correct engine of each, {"qkv"|"out": {engine: us, or the error}})."""
+    from cusyncgen.cuda import timing
+    from cusyncgen.cuda.lazy import cupy
+    from cusyncgen.workloads.base import rel_err
+
+    blk = AttentionGen(model, B, 0)
+    x, wqkv, wo = ins[:3]
+    o_in = (cupy.random.RandomState(B).standard_normal((B, blk.NH * D), dtype=cupy.float32)).astype(cupy.float16)
+    chosen, record = [], {}
+    for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), blk.gemm_shapes()):
+        y = cupy.empty((B, n), dtype=cupy.float16)
+        ref = a.astype(cupy.float32) @ w.astype(cupy.float32).T
+        times = {}
+        for e in engines_for(B, n, k):
+            g = gemm_engine(e, B, n, k)
+            g.prepare(w)
+            with stream:
+                y.fill(math.nan)
+                g.launch(stream, a, w, y)
+                stream.synchronize()
+                err = rel_err(y, ref)
+                if err >= TOL:
+                    times[e] = f"wrong: relative error {err:.3g}"
+                    continue
+                graph = timing.capture(lambda s, g=g: g.launch(s, a, w, y), stream)
+                times[e] = round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
+            del graph, g
+        ok = {e: t for e, t in times.items() if not isinstance(t, str)}
+        if not ok:
+            raise CusyncError(f"{model} B={B}: no engine computed the {name} GeMM ({times})", None)
+        chosen.append(min(ok, key=ok.get))
+        record[name] = times
+    return tuple(chosen), record
+
+
+def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, ceil: dict,
+                  engines: tuple | None = None) -> list[dict]:
+    """Rows of one point: each ordering (checked against the float32 reference on poisoned outputs
+    and a poisoned append position) on each GeMM's fastest engine (choose_engines; or `engines`),
+    the vendor (its fastest correct form in a CUDA graph) and the floor. Ours and the vendor's forms
+    are timed in alternating rounds (the order rotated a round)."""
+    from cusyncgen.cuda import baselines, timing
+    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+
+    blk = AttentionGen(model, B, past)
+    sets = [blk.buffers(seed=seed + s) for s in range(2)]
+    record = None
+    if engines is None:
+        engines, record = choose_engines(model, B, sets[0], stream, iters)
+    blk = AttentionGen(model, B, past, engines)
+    for ins in sets:
+        blk.parts[0].prepare(ins[1])
+        blk.parts[2].prepare(ins[2])
+    outs = [blk.outputs() for _ in sets]
+    ref = blk.reference(*sets[0])
+    head = {"model": label(model, past), "M": B, "B": B, "Sp": past, "phase": "generation", "point": point(B, past),
+            "kernel": "sm90"}
+    timers, rows = {}, {}
+    for cfg in ORDERINGS + CHAINS:
+        for o in outs[0]:
+            o.fill(math.nan)
+        sets[0][3][:, :, past] = math.nan
+        sets[0][4][:, :, past] = math.nan
+        blk.run(stream, cfg, *sets[0], *outs[0])
+        stream.synchronize()
+        err, appended = blk.error(outs[0], sets[0], ref)
+        for a, o in zip(sets[1:], outs[1:]):   # each operand set's first launch outside the capture
+            blk.run(stream, cfg, *a, *o)
+        graphs = [timing.capture(lambda s, a=a, o=o: blk.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
+        timers[cfg] = lambda g=graphs: timing.median(timing.time_graphs(g, stream, iters=iters))
+        sp = blk.parts[1].split
+        rows[cfg] = {**head, "config": cfg, "correct": err < TOL and appended, "rel_err": err, "appended": appended,
+                     "splits": f"{sp.splits} x {sp.chunk} keys",
+                     "engines": [DECODE_ENGINE] * 2 if cfg in CHAINS else list(engines)}
+        if record is not None:
+            rows[cfg]["engine_us"] = record
+    forms = vendor_forms(blk, sets[0], ref)
+    for name, fn in forms.fns.items():
+        try:
+            g = baselines.graph_of(fn)
+        except Exception as exc:   # a form that cannot be captured is that form's failure
+            forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
+            continue
+        timers[name] = lambda g=g: baselines.replay_time(g, iters)
+    warm = next(iter(timers.values()))
+    warm()
+    times, rounds = time_in_rounds(timers)
+    stream.synchronize()
+    late = blk.timed_out()
+    out = []
+    for cfg in ORDERINGS + CHAINS:
+        out.append({**rows[cfg], "time_us": round(times[cfg], 2), "rounds": rounds})
+        if late and cfg in CHAINS:   # the record does not say which chain gave up: none is trusted
+            out[-1].update(correct=False, error=late)
+    vt = {n: t for n, t in times.items() if n not in ORDERINGS + CHAINS}
+    best = baselines.fastest_form(vt, forms.errors, TOL)
+    if best is None:
+        raise CusyncError(f"{model} {point(B, past)}: no vendor form ran ({forms.skipped})", None)
+    v = {**head, "config": VENDOR + "+graph", "time_us": round(vt[best], 2), "correct": forms.errors[best] < TOL,
+         "rel_err": forms.errors[best], "vendor_form": best, "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())},
+         "rounds": rounds}
+    if forms.skipped:
+        v["vendor_skipped"] = dict(sorted(forms.skipped.items()))
+    out.append(v)
+    floor = blk.floor_bytes() / ceil["bandwidth"] * 1e6
+    out.append({**head, "config": "floor", "time_us": round(floor, 2), "correct": True, "rel_err": 0.0})
+    base = out[0]["time_us"]
+    for r in out:
+        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
+    return out
+
+
+def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
+    """Every model, B (sizes; default GEN_B) and S' of GEN_SP."""
+    from cusyncgen.cuda import baselines, driver
+    from cusyncgen.cuda.lazy import cupy
+
+    models = models.split(",") if isinstance(models, str) else list(models or MODELS)
+    for m in models:
+        if m not in MODELS:
+            raise CusyncError(f"the sm90 attention has no model {m!r} (its models: {', '.join(MODELS)})", None)
+    sizes = list(sizes or GEN_B)
+    ceil = baselines.ceilings()
+    stream = cupy.cuda.Stream()
+    rows = []
+    work = [(m, B, sp) for m in models for sp in GEN_SP for B in sizes]
+    for i, (model, B, past) in enumerate(work):
+        t0 = time.time()
+        with stream:
+            pr = measure_point(model, B, past, iters, stream, seed=1000 * i, ceil=ceil)
+        rows += pr
+        cupy.get_default_memory_pool().free_all_blocks()
+        if progress:
+            by = {r["config"]: r for r in pr}
+            v = by[VENDOR + "+graph"]
+            print(f"[{i + 1}/{len(work)}] {model} {point(B, past)}: StreamSync {by['StreamSync']['time_us']:.1f} PDL "
+                  f"{by['PDL']['time_us']:.1f} vendor {v['time_us']:.1f} ({v['vendor_form']}) floor "
+                  f"{by['floor']['time_us']:.1f} us correct={all(r['correct'] for r in pr)} [{time.time() - t0:.0f} s]",
+                  file=sys.stderr, flush=True)
+    return {"device": driver.device_name(), "workload": "attention", "kernel": "sm90", "phase": "generation",
+            "vendor": VENDOR, "ceilings": ceil, "rows": rows}
+
+
+def markdown(result: dict) -> str:
+    """The bench page: per model, every point's orderings, the vendor and the floor."""
+    lines = [f"# attention (sm90 kernels, generation) on {result['device']}", ""]
+    if result.get("command"):
+        lines += [f"Written by `{result['command']}`.", ""]
+    ceil = result["ceilings"]
+    lines += [f"Measured in this run: copy bandwidth {ceil['bandwidth'] / 1e12:.2f} TB/s (the floor: weights, KV "
+              "cache and activations over it). Times: median of CUDA-graph replays, microseconds; ours and the "
+              "vendor's forms timed in alternating rounds. vendor+graph: the fastest correct of cuBLAS QKV linear -> "
+              "KV-cache append -> SDPA (each backend) -> cuBLAS output linear, in a CUDA graph (its form named).", ""]
+    rows = result["rows"]
+    for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):
+        lines += [f"## {model}", "", "| B | S' | StreamSync | PDL | best policy (one launch) | time | vendor+graph | "
+                  "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits | correct |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        pts = dict.fromkeys((r["B"], r["Sp"]) for r in rows if r["model"].startswith(model + "-gen"))
+        for B, sp in sorted(pts, key=lambda p: (p[1], p[0])):
+            by = {r["config"]: r for r in rows if r["model"] == label(model, sp) and r["B"] == B}
+            mine = [r for c, r in by.items() if c not in (VENDOR + "+graph", "floor") and r["correct"]]
+            ours = min(mine, key=lambda r: r["time_us"], default=None)
+            pol = min((r for r in mine if r["config"] in CHAINS), key=lambda r: r["time_us"], default=None)
+            v, fl = by[VENDOR + "+graph"], by["floor"]
+            lines.append(f"| {B} | {sp} | {by['StreamSync']['time_us']:.1f} | {by['PDL']['time_us']:.1f} | "
+                         f"{'-' if pol is None else pol['config']} | {'-' if pol is None else format(pol['time_us'], '.1f')} | "
+                         f"{v['time_us']:.1f} ({v['vendor_form']}) | "
+                         f"{'-' if ours is None else format(v['time_us'] / ours['time_us'], '.3f') + 'x'} | "
+                         f"{'-' if ours is None else format(ours['time_us'] / fl['time_us'], '.2f') + 'x'} | "
+                         f"{fl['time_us']:.1f} | {', '.join(by['PDL'].get('engines', ['-']))} | {by['PDL'].get('splits', '-')} | "
+                         f"{'yes' if all(r['correct'] for r in by.values()) else 'NO'} |")
+        lines.append("")
+    return "\n".join(lines)

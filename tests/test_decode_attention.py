@@ -1,0 +1,122 @@
+"""The generation attention kernel and block without a GPU: the translation unit compiles (nvcc),
+its parameter struct matches the ctypes mirror (a host program built with nvcc), the KV split
+fills the SMs without splits past the keys, and the block refuses bad shapes with a message."""
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+
+from cusyncgen.cuda import build, decode_attention as A
+from cusyncgen.errors import CusyncError
+from cusyncgen.workloads import attention_sm90 as W
+
+nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@nvcc
+def test_the_kernel_compiles():
+    data = build.build(A.source()).read_bytes()
+    assert f"cusync_decode_attention_{A.UNROLL}".encode() in data
+
+
+@nvcc
+def test_parameter_struct_matches_its_mirror(tmp_path):
+    src = tmp_path / "layout.cu"
+    body = "".join(f'  printf("%zu\\n", offsetof(CusyncDecodeAttnParams, {f}));\n' for f, _ in A.AttnParams._fields_)
+    body += "".join(f'  printf("%zu\\n", offsetof(CusyncDecodeAttnChainParams, {f}));\n' for f, _ in A.ChainParams._fields_)
+    src.write_text(f'#include <cstdio>\n#include <cstddef>\n#include "{A.CHAIN_HEADER}"\nint main() {{\n'
+                   f'  printf("%zu\\n%zu\\n", sizeof(CusyncDecodeAttnParams), sizeof(CusyncDecodeAttnChainParams));\n'
+                   f'{body}}}\n')
+    exe = tmp_path / "layout"
+    subprocess.run(["nvcc", "-std=c++17", f"-I{build.runtime_include_dir()}", "-o", str(exe), str(src)],
+                   check=True, capture_output=True)
+    got = [int(v) for v in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    assert got == ([ctypes.sizeof(A.AttnParams), ctypes.sizeof(A.ChainParams)]
+                   + [getattr(A.AttnParams, f).offset for f, _ in A.AttnParams._fields_]
+                   + [getattr(A.ChainParams, f).offset for f, _ in A.ChainParams._fields_])
+
+
+@pytest.mark.parametrize("batch,heads,keys", [(1, 12, 1), (1, 12, 513), (1, 8, 8193), (4, 12, 2049),
+                                              (64, 12, 8193), (64, 8, 513), (16, 12, 700)])
+def test_the_split_covers_the_keys_and_fills_the_sms(batch, heads, keys):
+    sms = 132
+    s = A.split_for(batch, heads, keys, sms)
+    assert A.MIN_CHUNK <= s.chunk <= A.MAX_CHUNK and s.chunk % A.MIN_CHUNK == 0
+    assert (s.splits - 1) * s.chunk < keys <= s.splits * s.chunk     # every split holds a key
+    # the chunk is the keys a block would read if every SM's BLOCKS_PER_SM blocks read the same,
+    # rounded up to MIN_CHUNK, within the bounds
+    ideal = batch * heads * keys / (A.BLOCKS_PER_SM * sms)
+    assert s.chunk == A.MAX_CHUNK or s.chunk == A.MIN_CHUNK or s.chunk - A.MIN_CHUNK < ideal <= s.chunk
+    assert s.chunk != A.MAX_CHUNK or ideal > A.MAX_CHUNK - A.MIN_CHUNK
+    assert s.chunk != A.MIN_CHUNK or ideal <= A.MIN_CHUNK
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(CusyncError, match="no model"):
+        W.AttentionGen("gpt2", 1, 512)
+    with pytest.raises(CusyncError, match="B = 1 to 64"):
+        W.AttentionGen("gpt3", 65, 512)
+    with pytest.raises(CusyncError, match="cached tokens"):
+        W.AttentionGen("llama", 1, -1)
+    with pytest.raises(A.AttentionError, match="0 keys"):
+        A.split_for(1, 12, 0, 132)
+
+
+def test_engines_fit_their_gemms():
+    for model in W.MODELS:
+        for B in (1, 64):
+            for n, k in W.AttentionGen(model, B, 512).gemm_shapes():
+                es = W.engines_for(B, n, k)
+                assert es[0] == W.DECODE_ENGINE and len(es) > 1
+                for e in es[1:]:
+                    cfg = e.split()[0]
+                    assert cfg.startswith("64x") and n % 128 == 0
+    with pytest.raises(CusyncError, match="does not fit"):
+        W.AttentionGen("gpt3", 1, 512, engines=("decode", "128x128x64"))
+
+
+@pytest.mark.parametrize("model", tuple(W.MODELS))
+def test_the_chain_policies_come_from_the_dep(model):
+    B, past = 4, 700
+    pol = W.compiled_policies(model, B, past)
+    nh = W.heads(model)
+    for name, (qk, t2) in A.CHAIN_POLICIES.items():
+        q, t = pol["depQK"][qk], pol["depT2"][t2]
+        assert q.producer_extent == (3 * nh, 1, 1) and t.producer_extent == (1, 1, B * nh), name
+    strided = pol["depQK"]["StridedSync"]
+    # one semaphore for the Q, K and V tiles of a head, three posts of tiles
+    assert strided.num_sems == nh
+    assert {strided.sem((h + i * nh, 0, 0)) for i in range(3) for h in (1,)} == {strided.sem((1, 0, 0))}
+    assert pol["depT2"]["GroupSync_xtile_ytile_zall"].num_sems == 1
+
+
+def test_floor_counts_weights_and_cache():
+    blk = W.AttentionGen("gpt3", 1, 1024)
+    nd = 12 * 128
+    weights = 2 * (3 * nd * 12288 + 12288 * nd)
+    cache = 2 * 2 * 12 * 1024 * 128
+    assert weights + cache < blk.floor_bytes() < 1.01 * (weights + cache)
+
+
+def test_the_page_tabulates_every_point():
+    head = {"phase": "generation", "kernel": "sm90"}
+    rows = []
+    for model in ("gpt3", "llama"):
+        for B in (1, 4):
+            for sp in (512, 2048):
+                h = dict(head, model=W.label(model, sp), M=B, B=B, Sp=sp, point=W.point(B, sp))
+                rows += [dict(h, config="StreamSync", time_us=60.0, correct=True, splits="3 x 64 keys"),
+                         dict(h, config="PDL", time_us=55.0, correct=True, splits="3 x 64 keys",
+                              engines=["decode", "64x128x64"]),
+                         dict(h, config="TileSync+Chain", time_us=57.0, correct=True),
+                         dict(h, config="vendor+graph", time_us=66.0, correct=True, vendor_form="torch+sdpa-cudnn"),
+                         dict(h, config="floor", time_us=50.0, correct=True)]
+    rows[1]["correct"] = False
+    page = W.markdown({"device": "GPU", "ceilings": {"bandwidth": 3e12}, "rows": rows})
+    assert page.count("| 1 | 512 |") == 2 and page.count("| 4 | 2048 |") == 2
+    # the first point's PDL row is wrong: ours is the chain there, and the point says NO
+    assert ("| 1 | 512 | 60.0 | 55.0 | TileSync+Chain | 57.0 | 66.0 (torch+sdpa-cudnn) | 1.158x | 1.14x | 50.0 | "
+            "decode, 64x128x64 | 3 x 64 keys | NO |") in page
+    assert ("| 4 | 512 | 60.0 | 55.0 | TileSync+Chain | 57.0 | 66.0 (torch+sdpa-cudnn) | 1.200x | 1.10x | 50.0 | "
+            "decode, 64x128x64 | 3 x 64 keys | yes |") in page

@@ -1,0 +1,121 @@
+"""The attention block at token generation on a Hopper GPU: every ordering of both models computes
+the float32 reference's result on fresh random inputs with poisoned outputs and a poisoned append
+position (one new token, no cached token, a ragged cache, B up to 64), appends the new K and V at
+the right position, and stays correct over 1000 back-to-back steps and 100 graph replays. Needs
+CuPy, PyTorch and an sm_90 GPU (nvcc builds the cubins, or the cache holds them)."""
+import math
+
+import pytest
+
+from support import sm90_cuda
+
+ok, why = sm90_cuda()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
+
+if ok:
+    import cupy
+
+    from cusyncgen.cuda import timing
+    from cusyncgen.cuda.decode_attention import AttentionError
+    from cusyncgen.workloads import attention_sm90 as W
+
+
+def step(blk, cfg, ins, outs, stream, times=1):
+    for o in outs:
+        o.fill(math.nan)
+    ins[3][:, :, blk.past] = math.nan
+    ins[4][:, :, blk.past] = math.nan
+    with stream:
+        for _ in range(times):
+            blk.run(stream, cfg, *ins, *outs)
+    stream.synchronize()
+
+
+@pytest.mark.parametrize("model", tuple(W.MODELS))
+@pytest.mark.parametrize("B,past", [(1, 0), (1, 511), (3, 700), (16, 2048), (64, 8192)])
+def test_every_ordering_is_correct(model, B, past):
+    check_block(W.AttentionGen(model, B, past))
+
+
+@pytest.mark.parametrize("model", tuple(W.MODELS))
+@pytest.mark.parametrize("B", [1, 64])
+def test_every_engine_is_correct_in_the_block(model, B):
+    shapes = W.AttentionGen(model, B, 300).gemm_shapes()
+    qkv, out = (W.engines_for(B, n, k) for n, k in shapes)
+    for e1, e2 in zip(qkv, out + out[1:] * 2):   # every engine of each GeMM at least once
+        check_block(W.AttentionGen(model, B, 300, engines=(e1, e2)))
+
+
+def check_block(blk):
+    B, past = blk.B, blk.past
+    ins, outs = blk.buffers(seed=B + past), blk.outputs()
+    ref = blk.reference(*ins)
+    stream = cupy.cuda.Stream()
+    for cfg in blk.configs() if blk.engines == (W.DECODE_ENGINE,) * 2 else W.ORDERINGS:
+        step(blk, cfg, ins, outs, stream)
+        err, appended = blk.error(outs, ins, ref)
+        assert err < W.TOL and appended, (cfg, blk.engines, err, appended)
+    assert blk.timed_out() is None
+
+
+@pytest.mark.parametrize("model,B,past,engines", [("gpt3", 1, 1024, ("decode", "decode")),
+                                                  ("llama", 64, 512, ("64x128x64 splitK5@0", "64x128x64"))])
+def test_steps_stay_correct_over_launches_and_replays(model, B, past, engines):
+    blk = W.AttentionGen(model, B, past, engines)
+    ins, outs = blk.buffers(seed=5), blk.outputs()
+    ref = blk.reference(*ins)
+    stream = cupy.cuda.Stream()
+    for cfg in W.ORDERINGS + (W.CHAINS if engines[0] == W.DECODE_ENGINE else ()):
+        step(blk, cfg, ins, outs, stream, times=1000)
+        err, appended = blk.error(outs, ins, ref)
+        assert err < W.TOL and appended, (cfg, "1000 launches", err)
+        outs[2].fill(math.nan)
+        with stream:
+            g = timing.capture(lambda s: blk.run(s, cfg, *ins, *outs), stream)
+            for _ in range(100):
+                g.launch(stream)
+        stream.synchronize()
+        err, appended = blk.error(outs, ins, ref)
+        assert err < W.TOL and appended, (cfg, "100 replays", err)
+    # the split counts are left zero for the next launch
+    assert int(blk.parts[1].counts.sum()) == 0
+    assert blk.timed_out() is None
+
+
+def test_the_vendor_forms_compute_the_reference():
+    blk = W.AttentionGen("gpt3", 4, 700)
+    ins = blk.buffers(seed=3)
+    ref = blk.reference(*ins)
+    forms = W.vendor_forms(blk, ins, ref)
+    assert forms.fns, forms.skipped
+    assert all(e < W.TOL for e in forms.errors.values()), forms.errors
+
+
+def test_the_engines_are_chosen_among_correct_ones():
+    blk = W.AttentionGen("llama", 16, 64)
+    ins = blk.buffers(seed=2)
+    stream = cupy.cuda.Stream()
+    chosen, record = W.choose_engines("llama", 16, ins, stream, iters=5)
+    for name, e in zip(("qkv", "out"), chosen):
+        times = record[name]
+        assert set(times) == set(W.engines_for(16, *blk.gemm_shapes()[name == "out"]))
+        assert times[e] == min(t for t in times.values() if not isinstance(t, str))
+
+
+def test_a_chain_wait_that_cannot_be_met_times_out_naming_the_tile():
+    blk = W.AttentionGen("llama", 2, 300, timeout_ns=50_000_000)
+    ins, outs = blk.buffers(seed=4), blk.outputs()
+    dq, dt = blk.chain.descs["StridedSync"]
+    dq.extent[0] *= 2     # each head's semaphore now waits for 6 tiles' posts: 3 never come
+    step(blk, "StridedSync+Chain", ins, outs, cupy.cuda.Stream())
+    msg = blk.timed_out()
+    assert msg and "an attention item" in msg and "sem" in msg and "target" in msg, msg
+    with pytest.raises(Exception, match="timed out"):
+        blk.check_stages()
+
+
+def test_a_wrong_buffer_is_refused():
+    blk = W.AttentionGen("llama", 2, 100)
+    ins, (qkv, o, z) = blk.buffers(seed=0), blk.outputs()
+    with pytest.raises(AttentionError, match="kcache"):
+        blk.parts[1].launch(cupy.cuda.Stream(), qkv, ins[3][:1], ins[4], o)
