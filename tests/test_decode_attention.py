@@ -120,3 +120,15 @@ def test_the_page_tabulates_every_point():
             "decode, 64x128x64 | 3 x 64 keys | NO |") in page
     assert ("| 4 | 512 | 60.0 | 55.0 | TileSync+Chain | 57.0 | 66.0 (torch+sdpa-cudnn) | 1.200x | 1.10x | 50.0 | "
             "decode, 64x128x64 | 3 x 64 keys | yes |") in page
+
+
+def test_tune_refuses_the_generation_family_and_its_results(tmp_path, capsys):
+    from cusyncgen.commands import tune
+    with pytest.raises(SystemExit):
+        tune.main(["attention", "--kernel", "sm90", "-o", str(tmp_path)])
+    assert "nothing to tune" in capsys.readouterr().err
+    res = tmp_path / "attention-gen.json"
+    res.write_text('{"device": "GPU", "workload": "attention", "kernel": "sm90", "rows": '
+                   '[{"model": "gpt3-gen-S\'512", "M": 1, "config": "PDL", "time_us": 50.0, "correct": true}]}')
+    assert tune.main(["attention", "--from-json", str(res), "-o", str(tmp_path)]) == 1
+    assert "of the sm90 kernels, not sm80" in capsys.readouterr().err

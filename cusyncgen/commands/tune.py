@@ -341,7 +341,7 @@ def _read_json(path: Path):
         raise CusyncError(f"{path}: not JSON ({exc})", None) from None
 
 
-def load_bench(path: Path, workload: str) -> dict:
+def load_bench(path: Path, workload: str, kernel: str = "sm80") -> dict:
     """A `cusyncgen bench` result of `workload` (a clear error for anything else)."""
     data = _read_json(path)
     if isinstance(data, dict) and "choices" in data:
@@ -351,6 +351,8 @@ def load_bench(path: Path, workload: str) -> dict:
         raise CusyncError(f"{path}: not `cusyncgen bench` results (a JSON object with device, workload and rows)", None)
     if data["workload"] != workload:
         raise CusyncError(f"{path}: holds {data['workload']} bench results, not {workload}", None)
+    if str(data.get("kernel", "sm80")) != kernel:
+        raise CusyncError(f"{path}: bench results of the {data.get('kernel')} kernels, not {kernel} (--kernel)", None)
     check_rows(path, "rows", data["rows"], BENCH_ROW)
     if not data["rows"]:
         raise CusyncError(f"{path}: no rows (an empty bench run): nothing to choose from", None)
@@ -480,6 +482,9 @@ def main(argv=None) -> int:
                      f"({', '.join(cls.models)}){other}")
     if args.kernel:
         check_models(cls)
+    if not cls.tune_mode:
+        ap.error(f"{cls.name} on its {cls.kernel} kernels has nothing to tune: `cusyncgen bench {cls.name} --kernel "
+                 f"{cls.kernel}` measures every configuration against the vendor")
     if args.from_json is not None:
         check_models(cls)
         if cls.tune_mode != "bench":
@@ -500,7 +505,7 @@ def _main(args, cls, models, sizes, check_models, command: str) -> int:
     """main() once the command line is read: every failure a CusyncError."""
     from cusyncgen.workloads import default_kernel, get
     if args.from_json is not None:
-        res = choose_from_bench([load_bench(p, cls.name) for p in args.from_json])
+        res = choose_from_bench([load_bench(p, cls.name, cls.kernel) for p in args.from_json])
         return _write({"command": command, **res}, args.out_dir, slug(res["device"]), inputs=args.from_json)
     if args.from_cache is not None:
         cache = load_tune_cache(args.from_cache)
