@@ -21,7 +21,7 @@ HEADER = "kernels/decode_attention.cuh"
 CHAIN_HEADER = "kernels/decode_attention_chain.cuh"
 HEAD_DIM = 128
 THREADS = 128
-MAX_CHUNK = 1024      # keys a split holds (the kernel's scores in shared memory)
+MAX_CHUNK = 1024      # keys a split holds at most (more splits fill the SMs better than longer ones)
 MIN_CHUNK = 64
 MAX_SPLITS = 512      # splits a head's combine weighs (shared memory)
 UNROLL = 8            # keys a half-warp has in flight
@@ -46,7 +46,8 @@ class AttnParams(ctypes.Structure):
 class ChainParams(ctypes.Structure):
     """CusyncDecodeAttnChainParams."""
 
-    _fields_ = [("gemms", decode.Params), ("attn", AttnParams), ("o_policy", Policy), ("o_sems", ctypes.c_void_p)]
+    _fields_ = [("gemms", decode.Params), ("attn", AttnParams), ("o_policy", Policy), ("o_sems", ctypes.c_void_p),
+                ("trace", ctypes.c_void_p), ("stage_tickets", ctypes.c_void_p)]
 
 
 def chain_name(v: "decode.Shape") -> str:
@@ -54,8 +55,10 @@ def chain_name(v: "decode.Shape") -> str:
 
 
 def source() -> build.Source:
-    """The attention kernel and the one-launch chain of the block for each decode GeMM variant."""
+    """The attention kernel, and the synchronized block's kernels (the one-launch chain and the "+PDL"
+    stages) for each decode GeMM variant."""
     text = (f'#include "{CHAIN_HEADER}"\nCUSYNC_DEFINE_DECODE_ATTENTION({UNROLL})\n'
+            f'CUSYNC_DEFINE_DECODE_ATTN_STAGE({UNROLL})\n'
             + "".join(f"CUSYNC_DEFINE_DECODE_ATTN_CHAIN({v.tb}, {v.d}, {v.rw}, {v.blocks}, {int(v.packed)}, {UNROLL})\n"
                       for v in decode.VARIANTS)
             + 'extern "C" __device__ const int cusync_decode_attn_params_size = sizeof(CusyncDecodeAttnParams);\n'
@@ -135,18 +138,23 @@ class DecodeAttention:
         self.kernel.launch((self.batch * self.heads * self.split.splits, 1, 1), [p], stream, pdl=pdl)
 
 
-# The one-launch chain's policies: {name: (depQK's policy, depT2's policy)} of the compiled .dep
-# (attention.py's POLICY_CONFIGS, as far as the chain has those dependencies).
+# The synchronized configurations' policies: {name: (depQK's policy, depT2's policy)} of the
+# compiled .dep (attention.py's POLICY_CONFIGS, as far as the block has those dependencies), each
+# in one launch ("<name>+Chain") or as three PDL-chained launches waiting on the semaphores
+# ("<name>+PDL").
 CHAIN_POLICIES = {"TileSync": ("TileSync", "TileSync"), "StridedSync": ("StridedSync", "TileSync"),
                   "RowSync": ("RowSync", "GroupSync_xtile_ytile_zall")}
+CONFIGS = tuple(f"{p}+{o}" for p in CHAIN_POLICIES for o in ("PDL", "Chain"))
 
 
 class DecodeAttentionChain:
-    """The attention block of one generation step in one launch (decode_attention_chain.cuh): the
-    QKV GeMM and the output GeMM on the decode kernel, the attention between, synchronized by
-    `policies` ({"depQK": {name: PolicyIR}, "depT2": {...}} of the compiled .dep at D-column g1
-    tiles, one row tile). launch(stream, policy, x, wqkv, wo, kcache, vcache, qkv, o, z) with
-    policy one of CHAIN_POLICIES; a wait longer than timeout_ns gives up (timed_out() says where)."""
+    """The attention block of one generation step synchronized per tile (decode_attention_chain.cuh):
+    the QKV GeMM and the output GeMM on the decode kernel, the attention between, by `policies`
+    ({"depQK": {name: PolicyIR}, "depT2": {...}} of the compiled .dep at D-column g1 tiles, one row
+    tile). launch(stream, config, x, wqkv, wo, kcache, vcache, qkv, o, z) with config one of CONFIGS:
+    "<policy>+Chain" one launch; "<policy>+PDL" three launches, the attention and the output GeMM
+    PDL-launched, waiting on the semaphores. A wait longer than timeout_ns gives up (timed_out() says
+    where)."""
 
     def __init__(self, batch: int, heads: int, hidden: int, smax: int, past: int, policies: dict,
                  timeout_ns: int = 2_000_000_000):
@@ -156,15 +164,21 @@ class DecodeAttentionChain:
 
         nd = heads * HEAD_DIM
         self.batch, self.heads, self.hidden, self.timeout_ns = batch, heads, hidden, int(timeout_ns)
+        self.trace = None   # a CuPy uint64 [grid, 8] array: the chain's blocks' phase times (global timer ns)
         self.gemms = (decode.DecodeGemm(batch, decode.GemmShape(3 * nd, hidden)),
                       decode.DecodeGemm(batch, decode.GemmShape(hidden, nd)))
         self.shape = self.gemms[0].shape
         self.attn = DecodeAttention(batch, heads, smax, past)
-        self.kernel = module().kernel(chain_name(self.shape), THREADS)
-        per_sm = min(self.shape.blocks, driver.max_active_blocks(self.kernel))
+        mod = module()
+        self.kernel = mod.kernel(chain_name(self.shape), THREADS)
+        self.stages = (mod.kernel(chain_name(self.shape).replace("_chain_", "_qkv_"), THREADS),
+                       mod.kernel(f"cusync_decode_attn_stage_{UNROLL}", THREADS),
+                       mod.kernel(chain_name(self.shape).replace("_chain_", "_out_"), THREADS))
+        per_sm = min([self.shape.blocks] + [driver.max_active_blocks(k) for k in (self.kernel,) + self.stages[::2]])
         if per_sm < 1:
             raise AttentionError(f"{self.kernel.name} does not fit an SM")
         self.grid = driver.sm_count() * per_sm   # every block resident: the later shares wait on the earlier
+        self.items = batch * heads * self.attn.split.splits
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
         self.descs, self.sems, self.tickets = {}, {}, {}
         for name, (qk, t2) in CHAIN_POLICIES.items():
@@ -177,30 +191,51 @@ class DecodeAttentionChain:
                                      f"{tuple(dt.extent)}, the block has (3 NH, 1, 1) = {(3 * heads, 1, 1)} and "
                                      f"(1, 1, B NH) = {(1, 1, batch * heads)}")
             self.descs[name] = (dq, dt)
-            self.sems[name] = (cupy.zeros(max(1, dq.num_sems), dtype=cupy.uint32),
-                               cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
-            self.tickets[name] = cupy.zeros(1, dtype=cupy.uint64)
+            for order in ("PDL", "Chain"):   # each configuration its own semaphores and epochs
+                cfg = f"{name}+{order}"
+                self.sems[cfg] = (cupy.zeros(max(1, dq.num_sems), dtype=cupy.uint32),
+                                  cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
+                self.tickets[cfg] = cupy.zeros(4, dtype=cupy.uint64)   # the chain's, then the three stages'
+
+    @property
+    def configs(self) -> list[str]:
+        return [c for c in CONFIGS if c.rpartition("+")[0] in self.descs]
 
     def prepare(self, wqkv, wo) -> None:
         self.gemms[0].prepare(wqkv)
         self.gemms[1].prepare(wo)
 
-    def launch(self, stream, policy: str, x, wqkv, wo, kcache, vcache, qkv, o, z) -> None:
-        if policy not in self.descs:
-            raise AttentionError(f"the attention chain has no policy {policy!r} (it has {', '.join(self.descs)})")
-        self.prepare(wqkv, wo)
+    def params(self, config: str, x, wqkv, wo, kcache, vcache, qkv, o, z) -> ChainParams:
+        name = config.rpartition("+")[0]
         g1, g2 = self.gemms
         c = ChainParams()
         c.gemms = g1.params(x.data.ptr, wqkv.data.ptr, qkv.data.ptr)
         c.gemms.gemm[1] = g2.params(o.data.ptr, wo.data.ptr, z.data.ptr).gemm[0]
         c.gemms.gemm[0].tile_cols = HEAD_DIM
-        dq, dt = self.descs[policy]
-        sq, st = self.sems[policy]
-        c.gemms.policy, c.gemms.sems, c.gemms.ticket = dq, sq.data.ptr, self.tickets[policy].data.ptr
+        dq, dt = self.descs[name]
+        sq, st = self.sems[config]
+        tickets = self.tickets[config]
+        c.gemms.policy, c.gemms.sems, c.gemms.ticket = dq, sq.data.ptr, tickets.data.ptr
         c.gemms.debug, c.gemms.timeout_ns, c.gemms.first, c.gemms.last = self.debug.data.ptr, self.timeout_ns, 0, 1
         c.attn = self.attn.params(qkv.data.ptr, kcache.data.ptr, vcache.data.ptr, o.data.ptr)
         c.o_policy, c.o_sems = dt, st.data.ptr
-        self.kernel.launch((self.grid, 1, 1), [c], stream)
+        c.trace = None if self.trace is None else self.trace.data.ptr
+        c.stage_tickets = tickets.data.ptr + 8
+        return c
+
+    def launch(self, stream, config: str, x, wqkv, wo, kcache, vcache, qkv, o, z) -> None:
+        if config not in self.configs:
+            raise AttentionError(f"the synchronized attention block has no configuration {config!r} (it has "
+                                 f"{', '.join(self.configs)})")
+        self.prepare(wqkv, wo)
+        c = self.params(config, x, wqkv, wo, kcache, vcache, qkv, o, z)
+        if config.endswith("+Chain"):
+            self.kernel.launch((self.grid, 1, 1), [c], stream)
+            return
+        qkv_k, att_k, out_k = self.stages
+        qkv_k.launch((self.grid, 1, 1), [c], stream)
+        att_k.launch((self.items, 1, 1), [c], stream, pdl=True)
+        out_k.launch((self.grid, 1, 1), [c], stream, pdl=True)
 
     def timed_out(self) -> str | None:
         """What the first wait that timed out saw (after synchronizing), or None."""

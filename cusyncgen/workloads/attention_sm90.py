@@ -19,11 +19,13 @@ decode kernel compute-bound at 64 rows). The bench times each GeMM alone on ever
 the block on the fastest.
 
 Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the attention and the
-output GeMM PDL-launched: the output GeMM's first weight loads before griddepcontrol.wait). Chains
-(CHAINS, "<policy>+Chain"): the whole block in one launch on the decode engines
-(decode_attention_chain.cuh), synchronized by the policies cusyncgen compiles from
-examples/attention_<model>.dep at the block's tiles (dep_params): TileSync, StridedSync (a head's Q,
-K and V tiles on one semaphore) and RowSync.
+output GeMM PDL-launched: a decode output GeMM issues its first weight loads before
+griddepcontrol.wait). Synchronized (SYNCED), on the decode engines, by the policies cusyncgen
+compiles from examples/attention_<model>.dep at the block's tiles (dep_params): TileSync,
+StridedSync (a head's Q, K and V tiles on one semaphore) and RowSync, each as "<policy>+PDL" (three
+launches, the attention and the output GeMM PDL-launched and waiting on the semaphores: an
+attention item starts once its head is posted) and "<policy>+Chain" (the whole block in one launch,
+decode_attention_chain.cuh).
 
 `cusyncgen bench attention --kernel sm90` measures every (model, B, S') of the sweep against the
 vendor chain a user would write (cuBLAS QKV linear -> the KV-cache append -> SDPA on each backend
@@ -47,7 +49,7 @@ MODELS = {"gpt3": 12288, "llama": 8192}   # hidden size; heads per GPU of 8-way 
 GEN_B = (1, 4, 16, 64)
 GEN_SP = (512, 2048, 8192)
 ORDERINGS = ("StreamSync", "PDL")
-CHAINS = tuple(p + "+Chain" for p in decode_attention.CHAIN_POLICIES)   # one launch, the decode engines
+SYNCED = decode_attention.CONFIGS   # the synchronized configurations (<policy>+PDL, <policy>+Chain): decode engines
 TIMEOUT_NS = 2_000_000_000
 TOL = 2e-2
 VENDOR = "vendor"
@@ -136,7 +138,7 @@ class AttentionGen:
         return self._parts
 
     def configs(self) -> list[str]:
-        return list(ORDERINGS + CHAINS)
+        return list(ORDERINGS + SYNCED)
 
     @property
     def chain(self) -> "decode_attention.DecodeAttentionChain":
@@ -187,13 +189,13 @@ class AttentionGen:
                      for s in ((self.B, 3 * nd), (self.B, nd), (self.B, self.H)))
 
     def run(self, stream, cfg: str, x, wqkv, wo, kc, vc, qkv, o, z) -> None:
-        """One step of the block under `cfg` (ORDERINGS, CHAINS) on `stream` (a CuPy stream)."""
-        if cfg in CHAINS:
-            self.chain.launch(stream, cfg.removesuffix("+Chain"), x, wqkv, wo, kc, vc, qkv, o, z)
+        """One step of the block under `cfg` (ORDERINGS, SYNCED) on `stream` (a CuPy stream)."""
+        if cfg in SYNCED:
+            self.chain.launch(stream, cfg, x, wqkv, wo, kc, vc, qkv, o, z)
             return
         if cfg not in ORDERINGS:
             raise CusyncError(f"the sm90 attention has no configuration {cfg!r} (it has "
-                              f"{', '.join(ORDERINGS + CHAINS)})", None)
+                              f"{', '.join(ORDERINGS + SYNCED)})", None)
         g1, att, g2 = self.parts
         pdl = cfg == "PDL"
         g1.prepare(wqkv)
@@ -361,15 +363,18 @@ def vendor_forms(blk: AttentionGen, ins, ref):
     return baselines.VendorForms.check(makers, lambda name, fn: rel(fn(), ref[0]))
 
 
-def choose_engines(model: str, B: int, ins, stream, iters: int) -> tuple[tuple, dict]:
-    """Each GeMM of the block alone on every engine (engines_for), on the point's weights (the
-    output GeMM on a random input), checked against float32 on a poisoned output and timed in a
-    CUDA graph: (the fastest correct engine of each, {"qkv"|"out": {engine: us, or the error}})."""
+def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tuple[tuple, dict]:
+    """The GeMM engines of a point: each GeMM alone on every engine (engines_for), on the point's
+    weights (the output GeMM on a random input), checked against float32 on a poisoned output; the
+    QKV GeMM's fastest alone in a CUDA graph, then the output GeMM's fastest in the block under PDL
+    (where its first weight loads overlap the attention: alone they cannot).
+    Returns (qkv engine, out engine) and {"qkv": {engine: us alone}, "out": {engine: us of the PDL
+    block}} (a wrong engine: its error)."""
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.lazy import cupy
     from cusyncgen.workloads.base import rel_err
 
-    blk = AttentionGen(model, B, 0)
+    blk = AttentionGen(model, B, past)
     x, wqkv, wo = ins[:3]
     o_in = (cupy.random.RandomState(B).standard_normal((B, blk.NH * D), dtype=cupy.float32)).astype(cupy.float16)
     chosen, record = [], {}
@@ -388,7 +393,14 @@ def choose_engines(model: str, B: int, ins, stream, iters: int) -> tuple[tuple, 
                 if err >= TOL:
                     times[e] = f"wrong: relative error {err:.3g}"
                     continue
-                graph = timing.capture(lambda s, g=g: g.launch(s, a, w, y), stream)
+                if name == "qkv":
+                    run = (lambda s, g=g: g.launch(s, a, w, y))
+                else:
+                    whole = AttentionGen(model, B, past, (chosen[0], e))
+                    outs = whole.outputs()
+                    whole.run(stream, "PDL", *ins, *outs)
+                    run = (lambda s, whole=whole, outs=outs: whole.run(s, "PDL", *ins, *outs))
+                graph = timing.capture(run, stream)
                 times[e] = round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
             del graph, g
         ok = {e: t for e, t in times.items() if not isinstance(t, str)}
@@ -412,7 +424,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     sets = [blk.buffers(seed=seed + s) for s in range(2)]
     record = None
     if engines is None:
-        engines, record = choose_engines(model, B, sets[0], stream, iters)
+        engines, record = choose_engines(model, B, past, sets[0], stream, iters)
     blk = AttentionGen(model, B, past, engines)
     for ins in sets:
         blk.parts[0].prepare(ins[1])
@@ -422,7 +434,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     head = {"model": label(model, past), "M": B, "B": B, "Sp": past, "phase": "generation", "point": point(B, past),
             "kernel": "sm90"}
     timers, rows = {}, {}
-    for cfg in ORDERINGS + CHAINS:
+    for cfg in ORDERINGS + SYNCED:
         for o in outs[0]:
             o.fill(math.nan)
         sets[0][3][:, :, past] = math.nan
@@ -437,7 +449,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
         sp = blk.parts[1].split
         rows[cfg] = {**head, "config": cfg, "correct": err < TOL and appended, "rel_err": err, "appended": appended,
                      "splits": f"{sp.splits} x {sp.chunk} keys",
-                     "engines": [DECODE_ENGINE] * 2 if cfg in CHAINS else list(engines)}
+                     "engines": [DECODE_ENGINE] * 2 if cfg in SYNCED else list(engines)}   # SYNCED: decode GeMMs
         if record is not None:
             rows[cfg]["engine_us"] = record
     forms = vendor_forms(blk, sets[0], ref)
@@ -454,11 +466,11 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     stream.synchronize()
     late = blk.timed_out()
     out = []
-    for cfg in ORDERINGS + CHAINS:
+    for cfg in ORDERINGS + SYNCED:
         out.append({**rows[cfg], "time_us": round(times[cfg], 2), "rounds": rounds})
-        if late and cfg in CHAINS:   # the record does not say which chain gave up: none is trusted
+        if late and cfg in SYNCED:   # the record does not say which configuration gave up: none is trusted
             out[-1].update(correct=False, error=late)
-    vt = {n: t for n, t in times.items() if n not in ORDERINGS + CHAINS}
+    vt = {n: t for n, t in times.items() if n not in ORDERINGS + SYNCED}
     best = baselines.fastest_form(vt, forms.errors, TOL)
     if best is None:
         raise CusyncError(f"{model} {point(B, past)}: no vendor form ran ({forms.skipped})", None)
@@ -519,7 +531,7 @@ def markdown(result: dict) -> str:
               "KV-cache append -> SDPA (each backend) -> cuBLAS output linear, in a CUDA graph (its form named).", ""]
     rows = result["rows"]
     for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):
-        lines += [f"## {model}", "", "| B | S' | StreamSync | PDL | best policy (one launch) | time | vendor+graph | "
+        lines += [f"## {model}", "", "| B | S' | StreamSync | PDL | best policy config | time | vendor+graph | "
                   "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits | correct |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         pts = dict.fromkeys((r["B"], r["Sp"]) for r in rows if r["model"].startswith(model + "-gen"))
@@ -527,7 +539,7 @@ def markdown(result: dict) -> str:
             by = {r["config"]: r for r in rows if r["model"] == label(model, sp) and r["B"] == B}
             mine = [r for c, r in by.items() if c not in (VENDOR + "+graph", "floor") and r["correct"]]
             ours = min(mine, key=lambda r: r["time_us"], default=None)
-            pol = min((r for r in mine if r["config"] in CHAINS), key=lambda r: r["time_us"], default=None)
+            pol = min((r for r in mine if r["config"] in SYNCED), key=lambda r: r["time_us"], default=None)
             v, fl = by[VENDOR + "+graph"], by["floor"]
             lines.append(f"| {B} | {sp} | {by['StreamSync']['time_us']:.1f} | {by['PDL']['time_us']:.1f} | "
                          f"{'-' if pol is None else pol['config']} | {'-' if pol is None else format(pol['time_us'], '.1f')} | "

@@ -10,12 +10,13 @@
 // with no read.
 //
 // Split over the KV length (flash-decoding): block (b, h, split) reads `chunk` keys of one head
-// (contiguous rows of the cache), two passes: the scores q . k into shared memory (a half-warp a key,
-// 16 bytes a lane, U keys a half-warp in flight), then exp2(score - max) . V. A split's partial
-// result (its max, sum and unnormalized O) goes to a workspace; the block that completes a head's
-// count combines the splits (in parallel over the splits), writes O [B, NH D] (the output GeMM's input) and zeroes the count (so
-// nothing is reset between launches). Launched with `pdl`, the kernel reads the QKV row only after
-// griddepcontrol.wait, and lets the output GeMM launch early.
+// (contiguous rows of the cache) in one pass: a half-warp a key, 16 bytes a lane, the K and V rows
+// of U keys a half-warp in flight together, an online softmax per half-warp (running max, sum and
+// unnormalized O), the 8 half-warps merged in shared memory. A split's partial result (its max,
+// sum and unnormalized O) goes to a workspace; the block that completes a head's count combines
+// the splits (in parallel over the splits), writes O [B, NH D] (the output GeMM's input) and zeroes
+// the count (so nothing is reset between launches). Launched with `pdl`, the kernel reads the QKV
+// row only after griddepcontrol.wait, and lets the output GeMM launch early.
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -44,7 +45,6 @@ namespace decode {
 constexpr int kHeadDim = 128;
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = 32 * kAttnWarps;
-constexpr int kMaxChunk = 1024;   // keys a split holds scores of
 constexpr int kMaxSplits = 512;   // splits a head's combine weighs
 
 // The cache is read once, and never written in a launch that reads it (past the new key).
@@ -66,14 +66,13 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   }
 }
 
-// Work item `item` (= (b NH + h) splits + split): one split of one head: scores, softmax partial,
+// Work item `item` (= (b NH + h) splits + split): one split of one head: its softmax partial,
 // combine by the split that completes the head; `done()` is called by every thread of the block
 // that wrote the head's O (the post of a chained launch).
 template <int U, class Done>
 __device__ __forceinline__ void attention_item(const CusyncDecodeAttnParams& p, int item, Done&& done) {
-  __shared__ float score[kMaxChunk];
-  __shared__ __align__(16) float part[kAttnWarps][kHeadDim];   // read as float4 by the combine
-  __shared__ float part_l[kAttnWarps], part_m[kAttnWarps];
+  __shared__ __align__(16) float part[2 * kAttnWarps][kHeadDim];   // read as float4 by the combine
+  __shared__ float half_m[2 * kAttnWarps], half_l[2 * kAttnWarps], part_l[kAttnWarps], part_m[kAttnWarps];
   __shared__ float weight[kMaxSplits];
   __shared__ uint32_t last_s;
   constexpr int D = kHeadDim;
@@ -108,15 +107,20 @@ __device__ __forceinline__ void attention_item(const CusyncDecodeAttnParams& p, 
 #pragma unroll
   for (int e = 0; e < 8; ++e) q[e] *= p.scale;
 
-  // pass 1: scores
-  float mx = -INFINITY;
+  // one pass, online softmax: a half-warp's keys' K and V rows in flight together (U of each), its
+  // running max m, sum l and unnormalized O (the lane's 8 columns)
+  float m = -INFINITY, l = 0.f;
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   for (int j0 = 0; j0 < n; j0 += 8 * U) {
-    uint4 kv[U];
+    uint4 kv[U], vv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int j = j0 + u * 8 + slot;
       kv[u] = j < n ? load(key_row(kc, kn, k0 + j), k0 + j) : make_uint4(0u, 0u, 0u, 0u);
+      vv[u] = j < n ? load(key_row(vc, vn, k0 + j), k0 + j) : make_uint4(0u, 0u, 0u, 0u);
     }
+    float sc[U];
+    float mb = m;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float f[8];
@@ -128,59 +132,45 @@ __device__ __forceinline__ void attention_item(const CusyncDecodeAttnParams& p, 
       s += __shfl_xor_sync(0xffffffffu, s, 4);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
       s += __shfl_xor_sync(0xffffffffu, s, 1);
-      const int j = j0 + u * 8 + slot;
-      if (j < n) {
-        if (l16 == 0) score[j] = s;
-        mx = fmaxf(mx, s);
-      }
+      sc[u] = j0 + u * 8 + slot < n ? s : -INFINITY;
+      mb = fmaxf(mb, sc[u]);
     }
-  }
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-  if (lane == 0) part_m[warp] = mx;
-  __syncthreads();
-  float m = part_m[0];
+    if (mb == -INFINITY) continue;   // none of this half-warp's keys in the batch
+    const float corr = exp2f(m - mb);
+    l *= corr;
 #pragma unroll
-  for (int w = 1; w < kAttnWarps; ++w) m = fmaxf(m, part_m[w]);
-
-  // pass 2: exp2(score - m) . V
-  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  float l = 0.f;
-  for (int j0 = 0; j0 < n; j0 += 8 * U) {
-    uint4 vv[U];
+    for (int e = 0; e < 8; ++e) acc[e] *= corr;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int j = j0 + u * 8 + slot;
-      vv[u] = j < n ? load(key_row(vc, vn, k0 + j), k0 + j) : make_uint4(0u, 0u, 0u, 0u);
-    }
+      const float pj = exp2f(sc[u] - mb);
+      float f[8];
+      unpack8(vv[u], f);
+      l += pj;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int j = j0 + u * 8 + slot;
-      if (j < n) {
-        const float pj = exp2f(score[j] - m);
-        float f[8];
-        unpack8(vv[u], f);
-        l += pj;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = fmaf(pj, f[e], acc[e]);
-      }
+      for (int e = 0; e < 8; ++e) acc[e] = fmaf(pj, f[e], acc[e]);
     }
+    m = mb;
+  }
+  // the 8 half-warps merged: thread t owns column t
+  if (l16 == 0) {
+    half_m[slot] = m;
+    half_l[slot] = l;
   }
 #pragma unroll
-  for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], 16);
-  l += __shfl_xor_sync(0xffffffffu, l, 16);
-  if (lane < 16) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) part[warp][l16 * 8 + e] = acc[e];
-  }
-  if (lane == 0) part_l[warp] = l;
+  for (int e = 0; e < 8; ++e) part[slot][l16 * 8 + e] = acc[e];
   __syncthreads();
-  const int t = threadIdx.x;   // kAttnThreads == D: thread t owns column t
+  const int t = threadIdx.x;   // kAttnThreads == D
+  float mx = half_m[0];
+#pragma unroll
+  for (int s8 = 1; s8 < 8; ++s8) mx = fmaxf(mx, half_m[s8]);
   float o = 0.f, lsum = 0.f;
 #pragma unroll
-  for (int w = 0; w < kAttnWarps; ++w) {
-    o += part[w][t];
-    lsum += part_l[w];
+  for (int s8 = 0; s8 < 8; ++s8) {
+    const float w = exp2f(half_m[s8] - mx);   // 0 for a half-warp without keys
+    o = fmaf(w, part[s8][t], o);
+    lsum = fmaf(w, half_l[s8], lsum);
   }
+  m = mx;
   __half* out = static_cast<__half*>(p.o) + static_cast<size_t>(b) * p.heads * D + h * D;
   if (p.splits == 1) {
     out[t] = __float2half_rn(o / lsum);

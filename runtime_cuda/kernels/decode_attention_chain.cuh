@@ -1,6 +1,7 @@
-// The attention block at token generation in one launch: QKV GeMM -> attention -> output GeMM,
-// synchronized per tile by the policies compiled from examples/attention_*.dep (docs/sm90.md,
-// "Attention at token generation").
+// The attention block at token generation synchronized per tile: QKV GeMM -> attention -> output
+// GeMM by the policies compiled from examples/attention_*.dep (docs/sm90.md, "Attention at token
+// generation"), in one launch ("<Policy>+Chain", attention_chain below) or as three PDL-chained
+// launches waiting on the same semaphores ("<Policy>+PDL", the stage kernels at the end).
 //
 // Every block is resident (the grid is the decode GeMM's: SMs x blocks an SM), and runs three
 // shares in order, waiting only in the later two:
@@ -9,9 +10,8 @@
 //      on the depQK policy (TileSync: a semaphore a tile; StridedSync: one for the Q, K and V tiles
 //      of a head; RowSync: one). Its pieces are settled (counted, finalized, posted) before it
 //      waits on anything, so every post of the QKV GeMM happens whatever the other blocks wait on.
-//   2. attention items blockIdx.x, + gridDim.x, ... ((b NH + h) splits + split): the item's K/V
-//      cache rows prefetched into L2 (they do not depend on the GeMM), then a wait for head h's Q,
-//      K and V tiles, then decode_attention.cuh's item; the block that writes a head's O posts gT's
+//   2. attention items blockIdx.x, + gridDim.x, ... ((b NH + h) splits + split): a wait for head
+//      h's Q, K and V tiles, then decode_attention.cuh's item; the block that writes a head's O posts gT's
 //      tile (0, 0, b NH + h) on the depT2 policy (TileSync: a semaphore a tile; the .dep's
 //      GroupSync over z: one).
 //   3. its share of the output GeMM: its first weight steps issued before it waits; a k-step of
@@ -31,6 +31,11 @@ typedef struct {
   CusyncDecodeAttnParams attn;
   CusyncPolicyDesc o_policy;  // depT2's over the attention's tiles (0, 0, b NH + h)
   uint32_t* o_sems;
+  unsigned long long* trace;  // null, or [grid, 8] global-timer ns of each block: start, its QKV share
+                              // settled, its attention items done, its output GeMM's first wait met,
+                              // its output GeMM's steps done, its end; then its SM (the chain only)
+  unsigned long long* stage_tickets;  // [3] the stage kernels' launch counters ("+PDL": each stage its own
+                                      // launch; the k-th launch of each sees epoch k)
 } CusyncDecodeAttnChainParams;
 }
 
@@ -100,8 +105,10 @@ struct HeadWait {
     const int nh = c->attn.heads, batch = c->attn.batch, h0 = ready;
     const PolicyDesc pol{c->o_policy};
     auto tile_at = [&](int i) { return Tile{0, 0, (i % batch) * nh + h0 + i / batch}; };
-    if (poll(c->gemms, pol, c->o_sems, (h1 - h0 + 1) * batch, tile_at, 1u, epoch, 2, rb, spin_prefetch))
+    if (poll(c->gemms, pol, c->o_sems, (h1 - h0 + 1) * batch, tile_at, 1u, epoch, 2, rb, spin_prefetch)) {
+      if (ready == 0 && c->trace != nullptr && threadIdx.x == 0) c->trace[blockIdx.x * 8 + 3] = global_timer_ns();
       ready = h1 + 1;
+    }
     else
       off = true;
   }
@@ -117,25 +124,29 @@ __device__ __forceinline__ void attention_chain(const CusyncDecodeAttnChainParam
   __syncthreads();
   const uint32_t epoch = epoch_s;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto mark = [&](int i) {
+    if (c.trace != nullptr && threadIdx.x == 0) c.trace[blockIdx.x * 8 + i] = global_timer_ns();
+  };
+  mark(0);
+  if (c.trace != nullptr && threadIdx.x == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    c.trace[blockIdx.x * 8 + 6] = sm;
+  }
   Pending pending;
   TileWait none{&p, epoch, 1u};
   none.off = true;
   run_gemm<S>(p, 0, false, true, false, none, pending);
   settle<S>(p, pending);   // every post of this block's QKV share, before it waits
+  mark(1);
 
   const int items = a.batch * a.heads * a.splits;
   const PolicyDesc qkv_pol{p.policy};
   const uint32_t qkv_posts = static_cast<uint32_t>(p.gemm[0].tile_cols / S::RW);
   bool off = false;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    const int bh = item / a.splits, h = bh % a.heads, k0 = (item % a.splits) * a.chunk;
+    const int h = (item / a.splits) % a.heads;
     __syncthreads();   // the previous item's shared memory is read
-    if (warp == 1 && lane < 2 && k0 < a.past) {   // the cached rows: not the GeMM's, fetched meanwhile
-      const int rows = min(a.chunk, a.past - k0);
-      const void* cache = lane == 0 ? a.kcache : a.vcache;
-      bulk_prefetch_l2(static_cast<const __half*>(cache) + (static_cast<size_t>(bh) * a.smax + k0) * kHeadDim,
-                       static_cast<uint32_t>(rows) * kHeadDim * 2);
-    }
     if (warp == 0) {
       if (!off)   // head h's Q, K and V tiles: g1 tiles h, NH + h, 2 NH + h of row tile 0
         off = !poll(p, qkv_pol, p.sems, 3, [&](int i) { return Tile{h + i * a.heads, 0, 0}; }, qkv_posts, epoch, 1,
@@ -152,18 +163,91 @@ __device__ __forceinline__ void attention_chain(const CusyncDecodeAttnChainParam
       }
     });
   }
+  mark(2);
   HeadWait hw{&c, epoch};
   run_gemm<S>(p, 1, true, false, false, hw, pending);
+  mark(4);
   settle<S>(p, pending);
+  mark(5);
+}
+
+// "<Policy>+PDL": the chain's three shares as three launches of one stream, the later two
+// PDL-launched and waiting on the same semaphores instead of griddepcontrol.wait, so an attention
+// item starts as soon as its head's Q, K and V tiles are posted (during the QKV GeMM's tail) and
+// the output GeMM's blocks take the SMs the earlier stages leave. Deadlock-free: a PDL-launched
+// grid starts only once every block of the grid before it has started (each triggers at its
+// start), so every producer block is resident before a consumer block can take its place.
+__device__ __forceinline__ uint32_t stage_epoch(const CusyncDecodeAttnChainParams& c, int stage) {
+  __shared__ uint32_t epoch_s;
+  if (threadIdx.x == 0) epoch_s = launch_epoch(c.stage_tickets + stage, gridDim.x);
+  __syncthreads();
+  return epoch_s;
+}
+
+template <class S>
+__device__ __forceinline__ void qkv_stage(const CusyncDecodeAttnChainParams& c) {
+  const uint32_t epoch = stage_epoch(c, 0);
+  pdl_launch_dependents();
+  Pending pending;
+  TileWait none{&c.gemms, epoch, 1u};
+  none.off = true;
+  run_gemm<S>(c.gemms, 0, false, true, false, none, pending);
+  settle<S>(c.gemms, pending);
+}
+
+template <int U>
+__device__ __forceinline__ void attention_stage(const CusyncDecodeAttnChainParams& c) {
+  const CusyncDecodeParams& p = c.gemms;
+  const CusyncDecodeAttnParams& a = c.attn;
+  const uint32_t epoch = stage_epoch(c, 1);
+  pdl_launch_dependents();
+  const int warp = threadIdx.x / 32, item = blockIdx.x;
+  const int h = (item / a.splits) % a.heads;
+  if (warp == 0)
+    poll(p, PolicyDesc{p.policy}, p.sems, 3, [&](int i) { return Tile{h + i * a.heads, 0, 0}; },
+         static_cast<uint32_t>(p.gemm[0].tile_cols / 32), epoch, 1, item, [] {});   // 32 rows a warp post
+  __syncthreads();
+  attention_item<U>(a, item, [&](int done_bh) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const PolicyDesc pol{c.o_policy};
+      red_release_add(c.o_sems + pol.sem(Tile{0, 0, done_bh}), 1u);
+    }
+  });
+}
+
+template <class S>
+__device__ __forceinline__ void out_stage(const CusyncDecodeAttnChainParams& c) {
+  const uint32_t epoch = stage_epoch(c, 2);
+  Pending pending;
+  HeadWait hw{&c, epoch};
+  run_gemm<S>(c.gemms, 1, true, false, false, hw, pending);
+  settle<S>(c.gemms, pending);
 }
 
 }  // namespace decode
 }  // namespace cusync
 
-// One kernel per decode GeMM shape: cusync_decode_attn_chain_<TB>_<D>_<RW>_<BLOCKS>_<PACKED>.
+// Per decode GeMM shape: the chain (cusync_decode_attn_chain_<TB>_<D>_<RW>_<BLOCKS>_<PACKED>) and the
+// "+PDL" stages' GeMMs (cusync_decode_attn_qkv_..., cusync_decode_attn_out_...); the attention
+// stage's kernel: cusync_decode_attn_stage_<U>.
 #define CUSYNC_DEFINE_DECODE_ATTN_CHAIN(TB, D, RW, BLOCKS, PACKED, U)                                  \
   extern "C" __global__ void __launch_bounds__(cusync::decode::kThreads, BLOCKS)                        \
       cusync_decode_attn_chain_##TB##_##D##_##RW##_##BLOCKS##_##PACKED(const CusyncDecodeAttnChainParams c) { \
     cusync::decode::attention_chain<cusync::decode::Shape<TB, D, RW, PACKED>, U>(c);                   \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(cusync::decode::kThreads, BLOCKS)                        \
+      cusync_decode_attn_qkv_##TB##_##D##_##RW##_##BLOCKS##_##PACKED(const CusyncDecodeAttnChainParams c) { \
+    cusync::decode::qkv_stage<cusync::decode::Shape<TB, D, RW, PACKED>>(c);                            \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(cusync::decode::kThreads, BLOCKS)                        \
+      cusync_decode_attn_out_##TB##_##D##_##RW##_##BLOCKS##_##PACKED(const CusyncDecodeAttnChainParams c) { \
+    cusync::decode::out_stage<cusync::decode::Shape<TB, D, RW, PACKED>>(c);                            \
+  }
+#define CUSYNC_DEFINE_DECODE_ATTN_STAGE(U)                                                             \
+  extern "C" __global__ void __launch_bounds__(cusync::decode::kAttnThreads)                            \
+      cusync_decode_attn_stage_##U(const CusyncDecodeAttnChainParams c) {                              \
+    cusync::decode::attention_stage<U>(c);                                                              \
   }
 #endif  // __CUDACC__
