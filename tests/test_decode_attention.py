@@ -132,3 +132,34 @@ def test_tune_refuses_the_generation_family_and_its_results(tmp_path, capsys):
                    '[{"model": "gpt3-gen-S\'512", "M": 1, "config": "PDL", "time_us": 50.0, "correct": true}]}')
     assert tune.main(["attention", "--from-json", str(res), "-o", str(tmp_path)]) == 1
     assert "of the sm90 kernels, not sm80" in capsys.readouterr().err
+
+
+def test_prompt_tiles_fit_their_gemms_and_bad_prompts_are_refused():
+    for model in W.MODELS:
+        for n, k in W.AttentionPrompt(model, 1, 1024).gemm_shapes():
+            tiles = W.prompt_engines_for(1024, n, k)
+            assert tiles and all(t.startswith(("128x", "64x")) for t in tiles)
+            assert all(t.startswith("128x") for t in W.prompt_engines_for(4096, n, k))
+            assert all(n % int(t.split()[0].removesuffix("tma").removesuffix("pp").split("x")[1]) == 0 for t in tiles)
+        assert not any(t.endswith("tma") for t in W.prompt_engines_for(128, 12288, 1536))
+    with pytest.raises(CusyncError, match="does not fit"):
+        W.AttentionPrompt("gpt3", 1, 4096, engines=("64x128x64", "128x128x64"))
+    with pytest.raises(CusyncError, match="a prompt of"):
+        W.AttentionPrompt("llama", 0, 512)
+    with pytest.raises(CusyncError, match="a multiple of 8"):
+        W.AttentionPrompt("llama", 1, 300)
+
+
+def test_the_page_has_a_prompt_table():
+    assert W.prompt_label("gpt3", True, 4) == "gpt3-prompt-B4-causal" != W.prompt_label("gpt3", True)
+    head = {"phase": "prompt", "kernel": "sm90", "B": 1, "S": 512, "causal": True, "M": 512,
+            "model": W.prompt_label("gpt3", True)}
+    rows = [dict(head, config="StreamSync", time_us=100.0, correct=True, engines=["128x128x64", "128x192x64"]),
+            dict(head, config=W.STAGE, time_us=10.0, correct=True),
+            dict(head, config=W.VENDOR_STAGE, time_us=12.0, correct=True, vendor_form="sdpa-cudnn"),
+            dict(head, config="vendor+graph", time_us=105.0, correct=True, vendor_form="torch+sdpa-cudnn"),
+            dict(head, config="floor", time_us=80.0, correct=True)]
+    page = W.markdown({"device": "GPU", "ceilings": {"bandwidth": 3e12}, "rows": rows})
+    assert "## gpt3 prompt" in page
+    assert ("| 1 | 512 | yes | 100.0 | 105.0 (torch+sdpa-cudnn) | 1.050x | 1.25x | 80.0 | 10.0 | 12.0 (sdpa-cudnn) | "
+            "1.200x | 128x128x64, 128x192x64 | yes |") in page

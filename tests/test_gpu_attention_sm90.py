@@ -120,3 +120,39 @@ def test_a_wrong_buffer_is_refused():
     ins, (qkv, o, z) = blk.buffers(seed=0), blk.outputs()
     with pytest.raises(AttentionError, match="kcache"):
         blk.parts[1].launch(cupy.cuda.Stream(), qkv, ins[3][:1], ins[4], o)
+
+
+@pytest.mark.parametrize("model,B,S,causal", [("gpt3", 1, 512, False), ("gpt3", 2, 512, True),
+                                              ("llama", 1, 520, False), ("llama", 2, 200, True)])
+def test_the_prompt_block_and_its_attention_stage_are_correct(model, B, S, causal):
+    """CUTLASS's Hopper FMHA on the QKV GeMM's output (S a multiple of the 128-token tile or not:
+    520, 200; causal or not) and the block around it, on poisoned outputs, against float32."""
+    import torch
+    blk = W.AttentionPrompt(model, B, S, causal)
+    ins, outs = blk.buffers(seed=S + B), blk.outputs()
+    z_ref, o_ref = blk.reference(*ins)
+    stream = cupy.cuda.Stream()
+    with stream:
+        for _ in range(3):   # replays: nothing carried between launches
+            for o in outs[:3]:
+                o.fill(math.nan)
+            blk.run(stream, "StreamSync", *ins, *outs)
+        stream.synchronize()
+    assert W.rel(torch.from_dlpack(outs[1]), o_ref) < W.TOL
+    assert W.rel(torch.from_dlpack(outs[2]), z_ref) < W.TOL
+
+
+def test_the_prompt_vendor_forms_compute_the_reference():
+    import torch
+    blk = W.AttentionPrompt("llama", 1, 256, True)
+    ins = blk.buffers(seed=1)
+    z_ref, o_ref = blk.reference(*ins)
+    for name, backend in W.SDPA_BACKENDS.items():
+        try:
+            z = blk.vendor_fn(ins, backend)()
+        except RuntimeError:   # a backend without a kernel for the shape is skipped by the bench too
+            continue
+        assert W.rel(z, z_ref) < W.TOL, name
+    qkv = cupy.asarray(torch.from_dlpack(ins[0]).float().matmul(torch.from_dlpack(ins[1]).float().T).half())
+    o = blk.vendor_stage_fn(qkv, "MATH")()
+    assert W.rel(o, o_ref.view(1, 256, blk.NH, W.D).transpose(1, 2)) < W.TOL

@@ -1,6 +1,6 @@
-"""The attention block at token generation on Hopper: QKV GeMM -> attention over the KV cache ->
-output GeMM, one new token per sequence, on kernels built for bandwidth (docs/sm90.md, "Attention
-at token generation").
+"""The attention block on Hopper: QKV GeMM -> attention -> output GeMM. At token generation (one
+new token per sequence against its KV cache) on kernels built for bandwidth (docs/sm90.md,
+"Attention at token generation"); at prompt processing on CUTLASS's Hopper GeMMs and FMHA.
 
     blk = AttentionGen("gpt3", B=4, past=2048)
     ins = blk.buffers(seed=0); outs = blk.outputs()
@@ -30,8 +30,11 @@ decode_attention_chain.cuh).
 `cusyncgen bench attention --kernel sm90` measures every (model, B, S') of the sweep against the
 vendor chain a user would write (cuBLAS QKV linear -> the KV-cache append -> SDPA on each backend
 -> cuBLAS output linear, in a CUDA graph; the fastest correct form), in alternating rounds, with the
-floor (weights and KV cache over the run's copy bandwidth). The prompt phase runs on the sm80 kernels
-(`--kernel sm80`, the default on every device until a Hopper prompt stage exists).
+floor (weights and KV cache over the run's copy bandwidth); and the prompts of PROMPT_POINTS
+(AttentionPrompt: CUTLASS sm90 GeMMs and CUTLASS's Hopper FMHA forward reading Q, K, V straight from
+the QKV GeMM's output, runtime_cuda/sm90/fmha.cu; in stream order), the attention stage alone
+against SDPA alone. The SM80 family stays the default on every device (`--kernel sm80`: its prompts
+have every policy and `tune`).
 """
 from __future__ import annotations
 
@@ -83,7 +86,8 @@ class AttentionGen:
     sizes = GEN_B
     bench_options = ()
     tune_mode = ""            # nothing to tune: bench times every ordering against the vendor
-    default_on_device = False  # the prompt phase has no Hopper stage yet: `--kernel sm90` asks for this one
+    default_on_device = False  # not the device's default: the prompt runs in stream order only here, while the
+                               # SM80 family's prompts have every policy (and tune); `--kernel sm90` asks for it
 
     model: str
     B: int
@@ -489,7 +493,8 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
 
 
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
-    """Every model, B (sizes; default GEN_B) and S' of GEN_SP."""
+    """Every model at generation (B of sizes, default GEN_B, x S' of GEN_SP) and at prompt
+    processing (PROMPT_POINTS, causal and not; with sizes, the points whose B S is among them)."""
     from cusyncgen.cuda import baselines, driver
     from cusyncgen.cuda.lazy import cupy
 
@@ -497,31 +502,328 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     for m in models:
         if m not in MODELS:
             raise CusyncError(f"the sm90 attention has no model {m!r} (its models: {', '.join(MODELS)})", None)
-    sizes = list(sizes or GEN_B)
+    gen_b = list(sizes or GEN_B)
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream()
-    rows = []
-    work = [(m, B, sp) for m in models for sp in GEN_SP for B in sizes]
-    for i, (model, B, past) in enumerate(work):
+    rows, stages = [], []
+    work = [("generation", m, B, sp, False) for m in models for sp in GEN_SP for B in gen_b if B <= decode.MAX_M]
+    work += [("prompt", m, B, S, c) for m in models for c in (False, True) for B, S in PROMPT_POINTS
+             if sizes is None or B * S in sizes]
+    for i, (phase, model, B, n, causal) in enumerate(work):
         t0 = time.time()
         with stream:
-            pr = measure_point(model, B, past, iters, stream, seed=1000 * i, ceil=ceil)
-        rows += pr
+            if phase == "generation":
+                pr = measure_point(model, B, n, iters, stream, seed=1000 * i, ceil=ceil)
+            else:
+                pr = measure_prompt(model, B, n, causal, iters, stream, seed=1000 * i, ceil=ceil)
+        rows += [r for r in pr if r["config"] not in STAGE_CONFIGS]
+        stages += [r for r in pr if r["config"] in STAGE_CONFIGS]
         cupy.get_default_memory_pool().free_all_blocks()
         if progress:
             by = {r["config"]: r for r in pr}
             v = by[VENDOR + "+graph"]
-            print(f"[{i + 1}/{len(work)}] {model} {point(B, past)}: StreamSync {by['StreamSync']['time_us']:.1f} PDL "
-                  f"{by['PDL']['time_us']:.1f} vendor {v['time_us']:.1f} ({v['vendor_form']}) floor "
-                  f"{by['floor']['time_us']:.1f} us correct={all(r['correct'] for r in pr)} [{time.time() - t0:.0f} s]",
-                  file=sys.stderr, flush=True)
-    return {"device": driver.device_name(), "workload": "attention", "kernel": "sm90", "phase": "generation",
-            "vendor": VENDOR, "ceilings": ceil, "rows": rows}
+            print(f"[{i + 1}/{len(work)}] {model} {pr[0]['point']}: StreamSync {by['StreamSync']['time_us']:.1f} "
+                  + (f"PDL {by['PDL']['time_us']:.1f} " if "PDL" in by else
+                     f"stage {by[STAGE]['time_us']:.1f} (SDPA {by[VENDOR_STAGE]['time_us']:.1f}) ")
+                  + f"vendor {v['time_us']:.1f} ({v['vendor_form']}) floor {by['floor']['time_us']:.1f} us "
+                  f"correct={all(r['correct'] for r in pr)} [{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
+    # the attention stage alone (ours, SDPA's) is not a configuration of the block: its own list
+    return {"device": driver.device_name(), "workload": "attention", "kernel": "sm90", "vendor": VENDOR,
+            "ceilings": ceil, "rows": rows, "stage": stages}
+
+
+# ---- the prompt: CUTLASS sm90 GeMMs and CUTLASS's Hopper FMHA (runtime_cuda/sm90/fmha.cu)
+
+PROMPT_SMALL_TILE_MAX_M = 2048   # 64-row tiles are candidates up to this many tokens
+FMHA_ALIGN = 8   # CUTLASS's Hopper FMHA: the sequence length a multiple of 8 tokens (its TMA alignment)
+PROMPT_POINTS = ((1, 512), (1, 1024), (1, 2048), (1, 4096), (4, 1024))   # (B, S)
+PROMPT_ORDERINGS = ("StreamSync",)
+STAGE, VENDOR_STAGE = "attention-stage", "sdpa-stage"
+STAGE_CONFIGS = (STAGE, VENDOR_STAGE)   # the stage-alone rows: the result's "stage" list, not its "rows"
+
+
+def prompt_label(model: str, causal: bool, B: int = 1) -> str:
+    """The rows' "model" (as the sm80 attention's prompt rows; a batch of several prompts named, as
+    the rows' M is B S: B = 4 x 1024 and B = 1 x 4096 are two points)."""
+    return f"{model}-prompt" + (f"-B{B}" if B > 1 else "") + ("-causal" if causal else "")
+
+
+def prompt_engines_for(M: int, N: int, K: int) -> list[str]:
+    """The CUTLASS sm90 tile configs of an M x N x K GeMM of the prompt: 128-row tiles, and 64-row
+    ones up to PROMPT_SMALL_TILE_MAX_M rows (more tiles to fill the SMs), whose BN divides N (the
+    TMA-store epilogue from 256 rows on), with split-K where auto_splits finds one."""
+    from cusyncgen.cuda import sm90
+    out = []
+    for c in sm90.CONFIGS:
+        bm, bn, bk = sm90.tile_dims(c)
+        if (bm not in (64, 128) or (bm == 64 and M > PROMPT_SMALL_TILE_MAX_M) or N % bn or K % bk or c.endswith("c2")
+                or (c.endswith("tma") and M < 256)):
+            continue
+        out.append(c)
+        X, Y = sm90.order_grid(c, M, N)
+        sp = sm90.auto_splits(X * Y, K // bk)
+        if sp.S > 1:
+            out.append(f"{c} splitK{sp.S}@{sp.start}")
+    return out
+
+
+@dataclass
+class AttentionPrompt:
+    """One prompt of the attention block: B sequences of S tokens."""
+
+    model: str
+    B: int
+    S: int
+    causal: bool = False
+    engines: tuple = ("128x128x64", "128x128x64")   # the QKV and output GeMMs' tile configs (prompt_engines_for)
+    _parts: tuple | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise CusyncError(f"the sm90 attention has no model {self.model!r} (its models: {', '.join(MODELS)})",
+                              None)
+        if self.B < 1 or self.S < 1:
+            raise CusyncError(f"a prompt of B = {self.B} sequences of S = {self.S} tokens", None)
+        if self.S % FMHA_ALIGN:
+            raise CusyncError(f"the Hopper FMHA reads whole 16-byte rows of tokens: S a multiple of {FMHA_ALIGN}, not "
+                              f"{self.S} (pad the prompt)", None)
+        self.H, self.NH, self.M = MODELS[self.model], heads(self.model), self.B * self.S
+        for e, (n, k) in zip(self.engines, self.gemm_shapes()):
+            if e not in prompt_engines_for(self.M, n, k):
+                raise CusyncError(f"tile config {e!r} does not fit a {self.M} x {n} x {k} GeMM (those that do: "
+                                  f"{', '.join(prompt_engines_for(self.M, n, k))})", None)
+
+    def gemm_shapes(self) -> tuple:
+        nd = self.NH * D
+        return (3 * nd, self.H), (self.H, nd)
+
+    @property
+    def parts(self):
+        if self._parts is None:
+            (n1, k1), (n2, k2) = self.gemm_shapes()
+            self._parts = (CutlassGemm(self.engines[0], self.M, n1, k1),
+                           CutlassGemm(self.engines[1], self.M, n2, k2))
+        return self._parts
+
+    def buffers(self, seed: int | None = None):
+        """x [B S, H], Wqkv [3 NH D, H], Wo [H, NH D]: fp16 CuPy arrays."""
+        from cusyncgen.cuda.lazy import cupy
+        rs = cupy.random.RandomState(seed)
+        nd = self.NH * D
+
+        def normal(shape, scale=1.0):
+            return (rs.standard_normal(shape, dtype=cupy.float32) * scale).astype(cupy.float16)
+
+        return normal((self.M, self.H)), normal((3 * nd, self.H), 1 / math.sqrt(self.H)), \
+            normal((self.H, nd), 1 / math.sqrt(nd))
+
+    def outputs(self):
+        """qkv [B S, 3 NH D], o [B S, NH D], z [B S, H] (fp16, poisoned), lse [B, NH, S] (fp32)."""
+        from cusyncgen.cuda.lazy import cupy
+        nd = self.NH * D
+        return tuple(cupy.full(s, cupy.nan, dtype=cupy.float16) for s in ((self.M, 3 * nd), (self.M, nd), (self.M, self.H))) \
+            + (cupy.zeros((self.B, self.NH, self.S), dtype=cupy.float32),)
+
+    def stage(self, stream, qkv, o, lse) -> None:
+        """The attention stage alone (CUTLASS's Hopper FMHA)."""
+        from cusyncgen.cuda import driver, sm90
+        sm90.fmha(qkv.data.ptr, o.data.ptr, lse.data.ptr, self.B, self.NH, self.S, self.causal, driver.sm_count(),
+                  stream.ptr)
+
+    def run(self, stream, cfg: str, x, wqkv, wo, qkv, o, z, lse) -> None:
+        if cfg not in PROMPT_ORDERINGS:
+            raise CusyncError(f"the sm90 prompt attention has no configuration {cfg!r} (it has "
+                              f"{', '.join(PROMPT_ORDERINGS)})", None)
+        g1, g2 = self.parts
+        g1.launch(stream, x, wqkv, qkv)
+        self.stage(stream, qkv, o, lse)
+        g2.launch(stream, o, wo, z)
+
+    def reference(self, x, wqkv, wo):
+        """(z, o) in float32."""
+        from cusyncgen.cuda.lazy import torch
+        t = torch.from_dlpack
+        nd = self.NH * D
+        qkv = (t(x).float() @ t(wqkv).float().T).view(self.B, self.S, 3, self.NH, D)
+        o = torch.empty(self.B, self.S, self.NH, D, device=qkv.device)
+        mask = torch.ones(self.S, self.S, dtype=torch.bool, device=qkv.device).tril() if self.causal else None
+        for b in range(self.B):
+            q, k, v = (qkv[b, :, i].transpose(0, 1) for i in range(3))            # [NH, S, D]
+            s = (q @ k.transpose(1, 2)) / math.sqrt(D)
+            if mask is not None:
+                s = s.masked_fill(~mask, -math.inf)
+            o[b] = (torch.softmax(s, dim=-1) @ v).transpose(0, 1)
+        o = o.reshape(self.M, nd)
+        return o @ t(wo).float().T, o
+
+    def vendor_fn(self, ins, backend: str):
+        """The block in PyTorch: cuBLAS QKV linear, SDPA under sdpa_kernel(backend) on the [B, NH, S,
+        D] views, cuBLAS output linear."""
+        from cusyncgen.cuda.lazy import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        member = getattr(SDPBackend, backend)
+        x, wqkv, wo = (torch.from_dlpack(a) for a in ins)
+        B, S, NH = self.B, self.S, self.NH
+
+        def fn():
+            qkv = torch.nn.functional.linear(x, wqkv).view(B, S, 3, NH, D).permute(2, 0, 3, 1, 4)
+            with sdpa_kernel(member):
+                o = torch.nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=self.causal)
+            return torch.nn.functional.linear(o.transpose(1, 2).reshape(B * S, NH * D), wo)
+        return fn
+
+    def vendor_stage_fn(self, qkv, backend: str):
+        """SDPA alone under sdpa_kernel(backend) on contiguous q, k, v [B, NH, S, D] (made here,
+        outside the timing: the stage at its best form)."""
+        from cusyncgen.cuda.lazy import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        member = getattr(SDPBackend, backend)
+        q, k, v = (a.contiguous() for a in torch.from_dlpack(qkv).view(self.B, self.S, 3, self.NH, D)
+                   .permute(2, 0, 3, 1, 4))
+
+        def fn():
+            with sdpa_kernel(member):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return fn
+
+    def flops_bytes(self) -> tuple[float, float]:
+        nd = self.NH * D
+        pairs = self.S * (self.S + 1) // 2 if self.causal else self.S * self.S
+        flops = 2 * self.M * self.H * 3 * nd + 4 * self.B * self.NH * pairs * D + 2 * self.M * nd * self.H
+        byts = 2 * (4 * nd * self.H + self.M * self.H * 2 + self.M * 3 * nd * 2 + self.M * nd * 2)
+        return flops, byts
+
+
+def choose_prompt_engines(blk: AttentionPrompt, ins, stream, iters: int) -> tuple[tuple, dict]:
+    """Each GeMM alone on every tile config (engines_for), checked against float32 on a poisoned
+    output, timed in a CUDA graph: (the fastest correct of each, {"qkv"|"out": {config: us or error}})."""
+    from cusyncgen.cuda import timing
+    from cusyncgen.cuda.lazy import cupy
+    from cusyncgen.workloads.base import rel_err
+
+    x, wqkv, wo = ins
+    o_in = (cupy.random.RandomState(blk.M).standard_normal((blk.M, blk.NH * D), dtype=cupy.float32)).astype(cupy.float16)
+    chosen, record = [], {}
+    for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), blk.gemm_shapes()):
+        y = cupy.empty((blk.M, n), dtype=cupy.float16)
+        ref = a.astype(cupy.float32) @ w.astype(cupy.float32).T
+        times = {}
+        for e in prompt_engines_for(blk.M, n, k):
+            g = CutlassGemm(e, blk.M, n, k)
+            with stream:
+                y.fill(math.nan)
+                g.launch(stream, a, w, y)
+                stream.synchronize()
+                err = rel_err(y, ref)
+                if err >= TOL:
+                    times[e] = f"wrong: relative error {err:.3g}"
+                    continue
+                graph = timing.capture(lambda s, g=g: g.launch(s, a, w, y), stream)
+                times[e] = round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
+        ok = {e: t for e, t in times.items() if not isinstance(t, str)}
+        if not ok:
+            raise CusyncError(f"{blk.model} M={blk.M}: no tile config computed the {name} GeMM ({times})", None)
+        chosen.append(min(ok, key=ok.get))
+        record[name] = times
+    return tuple(chosen), record
+
+
+def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream, seed: int, ceil: dict) -> list[dict]:
+    """Rows of one prompt: StreamSync on the fastest tile configs (checked against float32 on
+    poisoned outputs), the attention stage alone and SDPA alone (its fastest correct backend on
+    contiguous q, k, v), the vendor chain (its fastest correct form in a CUDA graph) and the floor;
+    ours and the vendor's timed in alternating rounds."""
+    from cusyncgen.cuda import baselines, timing
+    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+
+    probe = AttentionPrompt(model, B, S, causal)
+    ins = probe.buffers(seed=seed)
+    engines, record = choose_prompt_engines(probe, ins, stream, iters)
+    blk = AttentionPrompt(model, B, S, causal, engines)
+    outs = blk.outputs()
+    z_ref, o_ref = blk.reference(*ins)
+    head = {"model": prompt_label(model, causal, B), "M": B * S, "B": B, "S": S, "Sp": 0, "causal": causal, "phase": "prompt",
+            "point": f"B={B} S={S}" + (" causal" if causal else ""), "kernel": "sm90"}
+    with stream:
+        for o in outs[:3]:
+            o.fill(math.nan)
+        blk.run(stream, "StreamSync", *ins, *outs)
+        stream.synchronize()
+    from cusyncgen.cuda.lazy import torch
+    err, err_o = rel(torch.from_dlpack(outs[2]), z_ref), rel(torch.from_dlpack(outs[1]), o_ref)
+    graph = timing.capture(lambda s: blk.run(s, "StreamSync", *ins, *outs), stream)
+    stage_graph = timing.capture(lambda s: blk.stage(s, outs[0], outs[1], outs[3]), stream)
+    timers = {"StreamSync": lambda: timing.median(timing.time_graphs([graph], stream, iters=iters)),
+              STAGE: lambda: timing.median(timing.time_graphs([stage_graph], stream, iters=iters))}
+    chain = baselines.VendorForms.check({f"torch+{n}": (lambda b=b: blk.vendor_fn(ins, b))
+                                         for n, b in SDPA_BACKENDS.items()},
+                                        lambda name, fn: rel(fn(), z_ref))
+    o4 = o_ref.view(B, S, blk.NH, D).transpose(1, 2)
+    stage = baselines.VendorForms.check({f"{n}": (lambda b=b: blk.vendor_stage_fn(outs[0], b))
+                                         for n, b in SDPA_BACKENDS.items()},
+                                        lambda name, fn: rel(fn(), o4))
+    for prefix, forms in (("chain:", chain), ("stage:", stage)):
+        for name, fn in forms.fns.items():
+            try:
+                g = baselines.graph_of(fn)
+            except Exception as exc:   # a form that cannot be captured is that form's failure
+                forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
+                continue
+            timers[prefix + name] = lambda g=g: baselines.replay_time(g, iters)
+    times, rounds = time_in_rounds(timers)
+    out = [{**head, "config": "StreamSync", "time_us": round(times["StreamSync"], 2), "correct": err < TOL,
+            "rel_err": err, "engines": list(engines), "engine_us": record, "rounds": rounds},
+           {**head, "config": STAGE, "time_us": round(times[STAGE], 2), "correct": err_o < TOL, "rel_err": err_o,
+            "rounds": rounds}]
+    for prefix, forms, config in (("chain:", chain, VENDOR + "+graph"), ("stage:", stage, VENDOR_STAGE)):
+        vt = {n[len(prefix):]: t for n, t in times.items() if n.startswith(prefix)}
+        best = baselines.fastest_form(vt, forms.errors, TOL)
+        if best is None:
+            raise CusyncError(f"{model} {head['point']}: no vendor form ran ({forms.skipped})", None)
+        row = {**head, "config": config, "time_us": round(vt[best], 2), "correct": forms.errors[best] < TOL,
+               "rel_err": forms.errors[best], "vendor_form": best,
+               "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())}, "rounds": rounds}
+        if forms.skipped:
+            row["vendor_skipped"] = dict(sorted(forms.skipped.items()))
+        out.append(row)
+    flops, byts = blk.flops_bytes()
+    out.append({**head, "config": "floor", "time_us": round(max(flops / ceil["peak_flops"], byts / ceil["bandwidth"])
+                                                             * 1e6, 2), "correct": True, "rel_err": 0.0})
+    base = out[0]["time_us"]
+    for r in out:
+        r["speedup_vs_streamsync"] = round(base / r["time_us"], 4)
+    return out
+
+
+def prompt_markdown(rows: list[dict]) -> list[str]:
+    """The prompt section of the bench page."""
+    lines = []
+    models = dict.fromkeys(r["model"].split("-prompt")[0] for r in rows if r.get("phase") == "prompt")
+    for model in models:
+        lines += [f"## {model} prompt", "",
+                  "| B | S | causal | StreamSync | vendor+graph | vendor / ours | ours / floor | floor | attention stage | "
+                  "SDPA alone | SDPA / stage | GeMM tiles (QKV, out) | correct |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        pts = dict.fromkeys((r["B"], r["S"], r["causal"]) for r in rows
+                            if r.get("phase") == "prompt" and r["model"].startswith(model + "-prompt"))
+        for B, S, causal in sorted(pts, key=lambda p: (p[2], p[0] * p[1], p[0])):
+            by = {r["config"]: r for r in rows if r.get("phase") == "prompt" and r["model"] == prompt_label(model, causal, B)
+                  and r["B"] == B and r["S"] == S}
+            ours, v, fl = by["StreamSync"], by[VENDOR + "+graph"], by["floor"]
+            st, vs = by[STAGE], by[VENDOR_STAGE]
+            lines.append(f"| {B} | {S} | {'yes' if causal else 'no'} | {ours['time_us']:.1f} | {v['time_us']:.1f} "
+                         f"({v['vendor_form']}) | {v['time_us'] / ours['time_us']:.3f}x | "
+                         f"{ours['time_us'] / fl['time_us']:.2f}x | {fl['time_us']:.1f} | {st['time_us']:.1f} | "
+                         f"{vs['time_us']:.1f} ({vs['vendor_form']}) | {vs['time_us'] / st['time_us']:.3f}x | "
+                         f"{', '.join(ours.get('engines', ['-']))} | "
+                         f"{'yes' if all(r['correct'] for r in by.values()) else 'NO'} |")
+        lines.append("")
+    return lines
 
 
 def markdown(result: dict) -> str:
     """The bench page: per model, every point's orderings, the vendor and the floor."""
-    lines = [f"# attention (sm90 kernels, generation) on {result['device']}", ""]
+    lines = [f"# attention (sm90 kernels) on {result['device']}", ""]
     if result.get("command"):
         lines += [f"Written by `{result['command']}`.", ""]
     ceil = result["ceilings"]
@@ -529,9 +831,9 @@ def markdown(result: dict) -> str:
               "cache and activations over it). Times: median of CUDA-graph replays, microseconds; ours and the "
               "vendor's forms timed in alternating rounds. vendor+graph: the fastest correct of cuBLAS QKV linear -> "
               "KV-cache append -> SDPA (each backend) -> cuBLAS output linear, in a CUDA graph (its form named).", ""]
-    rows = result["rows"]
+    rows = [r for r in result["rows"] if r.get("phase", "generation") == "generation"]
     for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):
-        lines += [f"## {model}", "", "| B | S' | StreamSync | PDL | best policy config | time | vendor+graph | "
+        lines += [f"## {model} generation", "", "| B | S' | StreamSync | PDL | best policy config | time | vendor+graph | "
                   "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits | correct |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         pts = dict.fromkeys((r["B"], r["Sp"]) for r in rows if r["model"].startswith(model + "-gen"))
@@ -549,4 +851,10 @@ def markdown(result: dict) -> str:
                          f"{fl['time_us']:.1f} | {', '.join(by['PDL'].get('engines', ['-']))} | {by['PDL'].get('splits', '-')} | "
                          f"{'yes' if all(r['correct'] for r in by.values()) else 'NO'} |")
         lines.append("")
+    prompt = [r for r in result["rows"] + result.get("stage", []) if r.get("phase") == "prompt"]
+    if prompt:
+        lines += ["Prompt processing: the block in stream order (CUTLASS sm90 GeMMs, each on its fastest tile config "
+                  "alone; CUTLASS's Hopper FMHA reading Q, K, V from the QKV GeMM's output); 'attention stage': the "
+                  "FMHA alone; 'SDPA alone': PyTorch's SDPA (each backend) on contiguous q, k, v, its fastest.", ""]
+        lines += prompt_markdown(prompt)
     return "\n".join(lines)

@@ -72,6 +72,19 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
                                              ctypes.c_void_p(stream)), f"stock CUTLASS GeMM {config} c{cluster_m}x1")
 
 
+FMHA_ERRORS = {1: "the shape is not supported", 2: "a workspace is needed", 3: "the launch failed",
+               4: "a CUDA error after the launch"}
+
+
+def fmha(qkv: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_count: int, stream: int = 0) -> None:
+    """The prompt's attention on CUTLASS's Hopper FMHA forward (runtime_cuda/sm90/fmha.cu): Q, K, V
+    read from the QKV GeMM's output [B S, 3 H 128] (fp16), O written as [B S, H 128], lse [B, H, S]
+    fp32; causal or full, S any length. Launched on `stream` (arguments built each call)."""
+    code = library().dll.cusync_sm90_fmha(qkv, o, lse, B, H, S, int(causal), sm_count, ctypes.c_void_p(stream))
+    if code != 0:
+        raise Sm90Error(f"FMHA B={B} H={H} S={S}{' causal' if causal else ''}: {FMHA_ERRORS.get(code, code)}")
+
+
 def plan_flags(step: Step) -> LaunchFlag:
     """The library's launch flags of a launch whose first kernel the chain decoded into `step`: PDL
     trigger and wait as the Step's StageFlag says, the PDL launch attribute where it is

@@ -45,10 +45,11 @@ def cutlass_dirs() -> list[Path]:
     if spec is None or spec.origin is None:
         env = os.environ.get("CUTLASS_DIR")
         if env:
-            return [Path(env) / "include", Path(env) / "tools" / "util" / "include"]
+            return [Path(env) / "include", Path(env) / "tools" / "util" / "include",
+                    Path(env) / "examples" / "88_hopper_fmha"]
         raise Sm90Error("the CUTLASS headers were not found: install nvidia-cutlass or set CUTLASS_DIR")
     src = Path(spec.origin).parent / "source"
-    return [src / "include", src / "tools" / "util" / "include"]
+    return [src / "include", src / "tools" / "util" / "include", src / "examples" / "88_hopper_fmha"]
 
 
 def cache_root() -> Path:
@@ -112,11 +113,13 @@ def source_hash() -> str:
 
 def units() -> list[tuple[str, Path, list[str]]]:
     """(object name, source, its -D flags) of every translation unit: api.cu, config.cu per tile
-    configuration, stock.cu per stock reference (configs.def)."""
+    configuration, stock.cu per stock reference (configs.def), fmha.cu (the prompt's attention on
+    CUTLASS's Hopper FMHA)."""
     src = source_dir()
     return ([("api", src / "api.cu", [f"-DCUSYNC_SM90_SOURCE_HASH={source_hash()}"])]
             + [(f"config_{t.name}", src / "config.cu", t.defines) for t in TILES]
-            + [(f"stock_{s.name}", src / "stock.cu", s.defines) for s in STOCK_TILES])
+            + [(f"stock_{s.name}", src / "stock.cu", s.defines) for s in STOCK_TILES]
+            + [("fmha", src / "fmha.cu", [])])
 
 
 def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verbose: bool = False,
@@ -237,6 +240,8 @@ class Library:
         d.cusync_sm90_stock_gemm.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                              ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                              ctypes.c_int, ctypes.c_void_p]
+        d.cusync_sm90_fmha.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         self.configs = tuple(c for c in d.cusync_sm90_configs().decode().split(",") if c)
         self.stock_configs = tuple(c for c in d.cusync_sm90_stock_configs().decode().split(",") if c)
 
