@@ -55,10 +55,13 @@ int main() {
 
 
 def test_every_instantiation_and_table_comes_from_configs_def():
-    # one translation unit per line, compiled from config.cu / stock.cu with the line's fields
+    # one translation unit per line, compiled from config.cu / stock.cu with the line's fields (and
+    # the prompt's FMHA, fmha.cu, once)
     assert not list(SRC.glob("config_*.cu")) and not list(SRC.glob("stock_*.cu"))
     units = {name: (path.name, defines) for name, path, defines in lib.units()}
-    assert set(units) == {"api"} | {f"config_{c}" for c in sm90.CONFIGS} | {f"stock_{c}" for c in sm90.STOCK_CONFIGS}
+    assert set(units) == ({"api", "fmha"} | {f"config_{c}" for c in sm90.CONFIGS}
+                          | {f"stock_{c}" for c in sm90.STOCK_CONFIGS})
+    assert units["fmha"] == ("fmha.cu", [])
     assert units["config_128x192x64tma"] == ("config.cu", [
         "-DCUSYNC_SM90_TILE_FN=plan_128x192x64tma", "-DCUSYNC_SM90_BM=128", "-DCUSYNC_SM90_BN=192",
         "-DCUSYNC_SM90_BK=64", "-DCUSYNC_SM90_PINGPONG=0", "-DCUSYNC_SM90_EPI_COLS=96"])
@@ -221,6 +224,9 @@ namespace cusync_sm90 {
   int stock_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t) { return 0; }
 #include "configs.def"
 }  // namespace cusync_sm90
+
+// the prompt's FMHA (fmha.cu): not built into the stub; every call "not supported"
+extern "C" int cusync_sm90_fmha(const void*, void*, float*, int, int, int, int, int, void*) { return 1; }
 
 extern "C" int stub_count(void) { return static_cast<int>(recs.size()); }
 extern "C" void stub_clear(void) { recs.clear(); }
@@ -388,3 +394,8 @@ def test_per_gemm_tiles_swiglu_and_the_refused_chain(loaded):
             _chain_of(Config(None, ordering))
     assert not _recorded(loaded)   # nothing refused reached the library
     assert {c.ordering for c in W.configs_for()} == SM90_ORDERINGS
+
+
+def test_the_fmha_entry_names_the_shape_it_refuses(loaded):
+    with pytest.raises(sm90.Sm90Error, match="FMHA B=1 H=8 S=296 causal: the shape is not supported"):
+        sm90.fmha(0, 0, 0, 1, 8, 296, True, 132)

@@ -1,8 +1,9 @@
 """Build and load libcusync_sm90.so (runtime_cuda/sm90/: the CUTLASS 3 based synchronized GeMM).
 
 Building needs nvcc and the CUTLASS headers of the nvidia-cutlass wheel, not a GPU: api.cu, then
-config.cu once per tile configuration and stock.cu once per stock reference of configs.def (each
-its own object, built in parallel), linked with the static cudart. The library is cached under
+config.cu once per tile configuration and stock.cu once per stock reference of configs.def, and
+fmha.cu (CUTLASS's Hopper FMHA, from the wheel's examples/88_hopper_fmha) (each its own object,
+built in parallel), linked with the static cudart. The library is cached under
 ``$CUSYNCGEN_CACHE`` (or ``~/.cache/cusyncgen``) by the hash of its sources and options, so it can
 be built here and carried to the GPU machine (``python -m cusyncgen.commands.sm90 build``).
 
