@@ -12,8 +12,8 @@ reported through its ``check_debug``, never a hang.
 Prints one line per variant and exits 1 if any failed; with ``-o DIR`` the same lines go to
 ``DIR/sm90-checks-<device>.log``, whose first line is the command. ``--sanitizer-target run|presatisfied``
 instead runs the small set of variants compute-sanitizer runs (``cusyncgen.commands.sanitize``; the
-decode kernel's orderings too, DECODE_SANITIZER_CASES) once
-each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
+decode kernel's orderings too, DECODE_SANITIZER_CASES, and the attention block's,
+ATTENTION_SANITIZER_CASES and PROMPT_SANITIZER_CASES) once each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
 """
 from __future__ import annotations
 
@@ -340,6 +340,7 @@ def sanitizer_target(a, log: Log) -> list[str]:
             if _fatal(e):
                 break
     failures += decode_sanitizer_target(a, log)
+    failures += attention_sanitizer_target(a, log)
     log(f"sanitizer target: {len(failures)} variant(s) failed")
     return failures
 
@@ -392,6 +393,79 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
                 log(traceback.format_exc())
                 if _fatal(e):
                     return failures
+    return failures
+
+
+# The attention block's compute-sanitizer cases: generation (model, B, S') in every configuration on
+# the decode engines (StreamSync, PDL, each policy +PDL and +Chain), and prompts (model, B, S,
+# causal) on the CUTLASS GeMMs and the Hopper FMHA (S past a whole tile, causal and not).
+ATTENTION_SANITIZER_CASES = (("gpt3", 3, 100), ("llama", 2, 700))
+PROMPT_SANITIZER_CASES = (("llama", 1, 200, True), ("gpt3", 2, 136, False))
+
+
+def attention_sanitizer_target(a, log: Log) -> list[str]:
+    """The sm90 attention block (workloads.attention_sm90) in every configuration of the cases above,
+    each launched once; ``presatisfied``: a synchronized configuration's semaphores raised beyond any
+    target first (its output then not checked)."""
+    import cupy
+
+    from cusyncgen.workloads import attention_sm90 as W
+
+    failures: list[str] = []
+    stream = cupy.cuda.Stream()
+
+    def variant(name, run, check):
+        if a.only and a.only not in name:
+            return
+        try:
+            with stream:
+                run()
+                stream.synchronize()
+            if check is None:
+                log(f"variant {name}: ran (output not checked: waits presatisfied)")
+                return
+            e = check()
+            if e >= 1e-2:
+                failures.append(name)
+            log(f"variant {name}: {'ok' if e < 1e-2 else 'WRONG'} (rel err {e:.2e})")
+        except Exception as exc:  # noqa: BLE001 - every variant is reported
+            failures.append(name)
+            log(f"variant {name}: ERROR {exc}")
+            log(traceback.format_exc())
+
+    import torch
+    for model, B, past in ATTENTION_SANITIZER_CASES:
+        blk = W.AttentionGen(model, B, past, timeout_ns=TIMEOUT_NS)
+        ins, outs = blk.buffers(seed=7), blk.outputs()
+        ref = blk.reference(*ins)
+        for cfg in blk.configs():
+            synced = cfg in W.SYNCED
+            presat = a.sanitizer_target == "presatisfied" and synced
+            if presat:
+                for sems in blk.chain.sems[cfg]:
+                    sems.fill(1 << 24)
+
+            def run(cfg=cfg):
+                for o in outs:
+                    o.fill(cupy.nan)
+                blk.run(stream, cfg, *ins, *outs)
+
+            def check():
+                blk.check_stages()
+                err, appended = blk.error(outs, ins, ref)
+                return err if appended else float("inf")
+            variant(f"attention {model} B={B} S'={past} {cfg}", run, None if presat else check)
+    for model, B, S, causal in PROMPT_SANITIZER_CASES:
+        blk = W.AttentionPrompt(model, B, S, causal)
+        ins, outs = blk.buffers(seed=7), blk.outputs()
+        z_ref, _ = blk.reference(*ins)
+
+        def run_prompt(blk=blk, ins=ins, outs=outs):
+            for o in outs[:3]:
+                o.fill(cupy.nan)
+            blk.run(stream, "StreamSync", *ins, *outs)
+        variant(f"attention prompt {model} B={B} S={S}{' causal' if causal else ''} StreamSync", run_prompt,
+                lambda outs=outs, z_ref=z_ref: W.rel(torch.from_dlpack(outs[2]), z_ref))
     return failures
 
 
