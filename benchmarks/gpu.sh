@@ -86,6 +86,10 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     if [ "$b" = conv2d ]; then  # what posting and waiting cost the synchronized Conv2D chains
       timeout 180 $PY -m cusyncgen.commands.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
     fi
+    if [ "$b" = attention ] && [ "$sm90" = 1 ]; then  # the Hopper attention block too (not the default family)
+      # shellcheck disable=SC2086
+      timeout 540 $PY -m cusyncgen bench attention --kernel sm90 -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+    fi
   done
 fi
 if [ -n "${TIMELINES:-}" ]; then
