@@ -479,7 +479,8 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     if best is None:
         raise CusyncError(f"{model} {point(B, past)}: no vendor form ran ({forms.skipped})", None)
     v = {**head, "config": VENDOR + "+graph", "time_us": round(vt[best], 2), "correct": forms.errors[best] < TOL,
-         "rel_err": forms.errors[best], "vendor_form": best, "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())},
+         "rel_err": forms.errors[best], "vendor_form": best,
+         "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())},
          "rounds": rounds}
     if forms.skipped:
         v["vendor_skipped"] = dict(sorted(forms.skipped.items()))
@@ -621,7 +622,8 @@ class AttentionPrompt:
         """qkv [B S, 3 NH D], o [B S, NH D], z [B S, H] (fp16, poisoned), lse [B, NH, S] (fp32)."""
         from cusyncgen.cuda.lazy import cupy
         nd = self.NH * D
-        return tuple(cupy.full(s, cupy.nan, dtype=cupy.float16) for s in ((self.M, 3 * nd), (self.M, nd), (self.M, self.H))) \
+        shapes = ((self.M, 3 * nd), (self.M, nd), (self.M, self.H))
+        return tuple(cupy.full(s, cupy.nan, dtype=cupy.float16) for s in shapes) \
             + (cupy.zeros((self.B, self.NH, self.S), dtype=cupy.float32),)
 
     def stage(self, stream, qkv, o, lse) -> None:
@@ -702,7 +704,7 @@ def choose_prompt_engines(blk: AttentionPrompt, ins, stream, iters: int) -> tupl
     from cusyncgen.workloads.base import rel_err
 
     x, wqkv, wo = ins
-    o_in = (cupy.random.RandomState(blk.M).standard_normal((blk.M, blk.NH * D), dtype=cupy.float32)).astype(cupy.float16)
+    o_in = cupy.random.RandomState(blk.M).standard_normal((blk.M, blk.NH * D), dtype=cupy.float32).astype(cupy.float16)
     chosen, record = [], {}
     for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), blk.gemm_shapes()):
         y = cupy.empty((blk.M, n), dtype=cupy.float16)
@@ -742,7 +744,8 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
     blk = AttentionPrompt(model, B, S, causal, engines)
     outs = blk.outputs()
     z_ref, o_ref = blk.reference(*ins)
-    head = {"model": prompt_label(model, causal, B), "M": B * S, "B": B, "S": S, "Sp": 0, "causal": causal, "phase": "prompt",
+    head = {"model": prompt_label(model, causal, B), "M": B * S, "B": B, "S": S, "Sp": 0, "causal": causal,
+            "phase": "prompt",
             "point": f"B={B} S={S}" + (" causal" if causal else ""), "kernel": "sm90"}
     with stream:
         for o in outs[:3]:
@@ -807,7 +810,8 @@ def prompt_markdown(rows: list[dict]) -> list[str]:
         pts = dict.fromkeys((r["B"], r["S"], r["causal"]) for r in rows
                             if r.get("phase") == "prompt" and r["model"].startswith(model + "-prompt"))
         for B, S, causal in sorted(pts, key=lambda p: (p[2], p[0] * p[1], p[0])):
-            by = {r["config"]: r for r in rows if r.get("phase") == "prompt" and r["model"] == prompt_label(model, causal, B)
+            by = {r["config"]: r for r in rows
+                  if r.get("phase") == "prompt" and r["model"] == prompt_label(model, causal, B)
                   and r["B"] == B and r["S"] == S}
             ours, v, fl = by["StreamSync"], by[VENDOR + "+graph"], by["floor"]
             st, vs = by[STAGE], by[VENDOR_STAGE]
@@ -844,11 +848,13 @@ def markdown(result: dict) -> str:
             pol = min((r for r in mine if r["config"] in SYNCED), key=lambda r: r["time_us"], default=None)
             v, fl = by[VENDOR + "+graph"], by["floor"]
             lines.append(f"| {B} | {sp} | {by['StreamSync']['time_us']:.1f} | {by['PDL']['time_us']:.1f} | "
-                         f"{'-' if pol is None else pol['config']} | {'-' if pol is None else format(pol['time_us'], '.1f')} | "
+                         f"{'-' if pol is None else pol['config']} | "
+                         f"{'-' if pol is None else format(pol['time_us'], '.1f')} | "
                          f"{v['time_us']:.1f} ({v['vendor_form']}) | "
                          f"{'-' if ours is None else format(v['time_us'] / ours['time_us'], '.3f') + 'x'} | "
                          f"{'-' if ours is None else format(ours['time_us'] / fl['time_us'], '.2f') + 'x'} | "
-                         f"{fl['time_us']:.1f} | {', '.join(by['PDL'].get('engines', ['-']))} | {by['PDL'].get('splits', '-')} | "
+                         f"{fl['time_us']:.1f} | {', '.join(by['PDL'].get('engines', ['-']))} | "
+                         f"{by['PDL'].get('splits', '-')} | "
                          f"{'yes' if all(r['correct'] for r in by.values()) else 'NO'} |")
         lines.append("")
     prompt = [r for r in result["rows"] + result.get("stage", []) if r.get("phase") == "prompt"]
