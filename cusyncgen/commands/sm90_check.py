@@ -350,6 +350,26 @@ def sanitizer_target(a, log: Log) -> list[str]:
 DECODE_SANITIZER_CASES = (("gpt3", 5, False), ("llama-ep", 5, False), ("llama-ep", 64, False), ("gpt3", 3, True))
 
 
+def run_variant(log: Log, stream, name: str, run, check) -> "Exception | None":
+    """One sanitizer variant: run() on `stream`, synchronized; check() -> its relative error, or None
+    where the output is not checked (waits presatisfied). Logs the outcome; returns the exception
+    that failed it (a wrong output: a ValueError), or None."""
+    try:
+        with stream:
+            run()
+            stream.synchronize()
+        e = check()
+        if e is None:
+            log(f"variant {name}: ran (output not checked: waits presatisfied)")
+            return None
+        log(f"variant {name}: {'ok' if e < 1e-2 else 'WRONG'} (rel err {e:.2e})")
+        return None if e < 1e-2 else ValueError(f"rel err {e:.2e}")
+    except Exception as exc:  # noqa: BLE001 - every variant is reported
+        log(f"variant {name}: ERROR {exc}")
+        log(traceback.format_exc())
+        return exc
+
+
 def decode_sanitizer_target(a, log: Log) -> list[str]:
     """The decode kernel (workloads.mlp_decode) in every ordering of DECODE_SANITIZER_CASES, each
     launched once; ``presatisfied``: the chain's semaphores raised beyond any target first (its
@@ -371,27 +391,21 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
             name = f"{model} M={M} {cfg}{mlp_decode.DECODE} ({'row-major' if row_major else 'packed'} weights)"
             if a.only and a.only not in name:
                 continue
-            try:
+            presat = a.sanitizer_target == "presatisfied" and cfg.endswith("+Chain")
+
+            def run(cfg=cfg, presat=presat):
                 z.fill(cupy.nan)
-                chain = cfg.endswith("+Chain")
-                if a.sanitizer_target == "presatisfied" and chain:
+                if presat:
                     mlp.runner.sems[cfg.removesuffix("+Chain")].fill(1 << 24)
-                with stream:
-                    mlp.run(stream, cfg, x, w1, w2, y, z)
-                    stream.synchronize()
+                mlp.run(stream, cfg, x, w1, w2, y, z)
+
+            def check(presat=presat):
                 mlp.check_stages()
-                if a.sanitizer_target == "presatisfied" and chain:
-                    log(f"variant {name}: ran (output not checked: waits presatisfied)")
-                    continue
-                e = rel_err(z, ref)
-                if e >= 1e-2:
-                    failures.append(name)
-                log(f"variant {name}: {'ok' if e < 1e-2 else 'WRONG'} (rel err {e:.2e})")
-            except Exception as e:  # noqa: BLE001 - every variant is reported
+                return None if presat else rel_err(z, ref)
+            exc = run_variant(log, stream, name, run, check)
+            if exc is not None:
                 failures.append(name)
-                log(f"variant {name}: ERROR {e}")
-                log(traceback.format_exc())
-                if _fatal(e):
+                if _fatal(exc):
                     return failures
     return failures
 
@@ -408,6 +422,7 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
     each launched once; ``presatisfied``: a synchronized configuration's semaphores raised beyond any
     target first (its output then not checked)."""
     import cupy
+    import torch
 
     from cusyncgen.workloads import attention_sm90 as W
 
@@ -415,46 +430,31 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
     stream = cupy.cuda.Stream()
 
     def variant(name, run, check):
-        if a.only and a.only not in name:
-            return
-        try:
-            with stream:
-                run()
-                stream.synchronize()
-            if check is None:
-                log(f"variant {name}: ran (output not checked: waits presatisfied)")
-                return
-            e = check()
-            if e >= 1e-2:
-                failures.append(name)
-            log(f"variant {name}: {'ok' if e < 1e-2 else 'WRONG'} (rel err {e:.2e})")
-        except Exception as exc:  # noqa: BLE001 - every variant is reported
+        if not (a.only and a.only not in name) and run_variant(log, stream, name, run, check) is not None:
             failures.append(name)
-            log(f"variant {name}: ERROR {exc}")
-            log(traceback.format_exc())
 
-    import torch
     for model, B, past in ATTENTION_SANITIZER_CASES:
         blk = W.AttentionGen(model, B, past, timeout_ns=TIMEOUT_NS)
         ins, outs = blk.buffers(seed=7), blk.outputs()
         ref = blk.reference(*ins)
         for cfg in blk.configs():
-            synced = cfg in W.SYNCED
-            presat = a.sanitizer_target == "presatisfied" and synced
-            if presat:
-                for sems in blk.chain.sems[cfg]:
-                    sems.fill(1 << 24)
+            presat = a.sanitizer_target == "presatisfied" and cfg in W.SYNCED
 
-            def run(cfg=cfg):
+            def run(cfg=cfg, presat=presat):
+                if presat:
+                    for sems in blk.chain.sems[cfg]:
+                        sems.fill(1 << 24)
                 for o in outs:
                     o.fill(cupy.nan)
                 blk.run(stream, cfg, *ins, *outs)
 
-            def check():
+            def check(presat=presat):
                 blk.check_stages()
+                if presat:
+                    return None
                 err, appended = blk.error(outs, ins, ref)
                 return err if appended else float("inf")
-            variant(f"attention {model} B={B} S'={past} {cfg}", run, None if presat else check)
+            variant(f"attention {model} B={B} S'={past} {cfg}", run, check)
     for model, B, S, causal in PROMPT_SANITIZER_CASES:
         blk = W.AttentionPrompt(model, B, S, causal)
         ins, outs = blk.buffers(seed=7), blk.outputs()

@@ -164,6 +164,31 @@ def module():
     return mod
 
 
+def variant_for(M: int, shape: Shape | None) -> Shape:
+    """`shape`, or variant(M); refused where it holds fewer than M rows."""
+    shape = shape or variant(M)
+    if 8 * shape.tb < M:
+        raise DecodeError(f"{shape.name} holds {8 * shape.tb} rows, not M = {M}")
+    return shape
+
+
+def resident_grid(kernels, blocks: int) -> int:
+    """The grid whose blocks are all resident at once (a later share waits on blocks of an earlier
+    one): SMs x the fewest of `blocks` and what each of `kernels` fits an SM."""
+    from cusyncgen.cuda import driver
+    per_sm = min([blocks] + [driver.max_active_blocks(k) for k in kernels])
+    if per_sm < 1:
+        raise DecodeError(f"{kernels[0].name} does not fit an SM")
+    return driver.sm_count() * per_sm
+
+
+def read_debug(debug) -> Debug | None:
+    """The debug record (a CuPy int32 array, after synchronizing) where a wait timed out, or None."""
+    words = debug.get().tolist()
+    d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
+    return d if d.failed else None
+
+
 CHAIN_POLICIES = ("TileSync", "RowSync")
 ORDERINGS = ("StreamSync", "PDL") + tuple(p + "+Chain" for p in CHAIN_POLICIES)
 
@@ -176,7 +201,6 @@ class DecodeMlp:
 
     def __init__(self, M: int, shapes: tuple[GemmShape, GemmShape], policies: dict, timeout_ns: int = 2_000_000_000,
                  shape: Shape | None = None):
-        from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
         from cusyncgen.cuda.sm90.desc import policy_desc
 
@@ -184,17 +208,11 @@ class DecodeMlp:
         if g2.k != g1.n_out:
             raise DecodeError(f"the second GeMM's K ({g2.k}) is not the first's output width ({g1.n_out})")
         self.M, self.shapes, self.timeout_ns = M, shapes, int(timeout_ns)
-        self.shape = shape or variant(M)
-        if 8 * self.shape.tb < M:
-            raise DecodeError(f"{self.shape.name} holds {8 * self.shape.tb} rows, not M = {M}")
+        self.shape = variant_for(M, shape)
         for g in shapes:
             check_shape(g.n, g.k, g.act, self.shape.rows)
         self.kernel = module().kernel(self.shape.name, THREADS)
-        per_sm = min(self.shape.blocks, driver.max_active_blocks(self.kernel))
-        if per_sm < 1:
-            raise DecodeError(f"{self.kernel.name} does not fit an SM")
-        # every block resident at once: a chain's second share waits on blocks of the first
-        self.grid = driver.sm_count() * per_sm
+        self.grid = resident_grid([self.kernel], self.shape.blocks)
         self.ws = [cupy.zeros(g.n * WS_STRIDE, dtype=cupy.float32) for g in shapes]
         self.counts = [cupy.zeros(g.n // 16, dtype=cupy.uint32) for g in shapes]   # a group of 16 or 32 rows
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
@@ -263,9 +281,8 @@ class DecodeMlp:
 
     def timed_out(self) -> str | None:
         """What the first wait that timed out saw (after synchronizing), or None."""
-        words = self.debug.get().tolist()
-        d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
-        if not d.failed:
+        d = read_debug(self.debug)
+        if d is None:
             return None
         return (f"a wait timed out: block {d.block} of the second GeMM (row block {d.consumer_x}) on producer tile "
                 f"({d.tile_x}, {d.tile_y}) sem {d.sem} seen {d.seen} target {d.expected}")
@@ -277,19 +294,13 @@ class DecodeGemm:
     overlap the previous kernel of the stream (its first weight loads before griddepcontrol.wait)."""
 
     def __init__(self, M: int, shape: GemmShape, variant_: Shape | None = None):
-        from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
 
         self.M, self.gemm = M, shape
-        self.shape = variant_ or variant(M)
-        if 8 * self.shape.tb < M:
-            raise DecodeError(f"{self.shape.name} holds {8 * self.shape.tb} rows, not M = {M}")
+        self.shape = variant_for(M, variant_)
         check_shape(shape.n, shape.k, shape.act, self.shape.rows)
         self.kernel = module().kernel(self.shape.name, THREADS)
-        per_sm = min(self.shape.blocks, driver.max_active_blocks(self.kernel))
-        if per_sm < 1:
-            raise DecodeError(f"{self.kernel.name} does not fit an SM")
-        self.grid = driver.sm_count() * per_sm
+        self.grid = resident_grid([self.kernel], self.shape.blocks)
         self.ws = cupy.zeros(shape.n * WS_STRIDE, dtype=cupy.float32)
         self.counts = cupy.zeros(shape.n // 16, dtype=cupy.uint32)
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)

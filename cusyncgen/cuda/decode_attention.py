@@ -158,7 +158,6 @@ class DecodeAttentionChain:
 
     def __init__(self, batch: int, heads: int, hidden: int, smax: int, past: int, policies: dict,
                  timeout_ns: int = 2_000_000_000):
-        from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
         from cusyncgen.cuda.sm90.desc import policy_desc
 
@@ -174,10 +173,8 @@ class DecodeAttentionChain:
         self.stages = (mod.kernel(chain_name(self.shape).replace("_chain_", "_qkv_"), THREADS),
                        mod.kernel(f"cusync_decode_attn_stage_{UNROLL}", THREADS),
                        mod.kernel(chain_name(self.shape).replace("_chain_", "_out_"), THREADS))
-        per_sm = min([self.shape.blocks] + [driver.max_active_blocks(k) for k in (self.kernel,) + self.stages[::2]])
-        if per_sm < 1:
-            raise AttentionError(f"{self.kernel.name} does not fit an SM")
-        self.grid = driver.sm_count() * per_sm   # every block resident: the later shares wait on the earlier
+        # every block resident: the later shares wait on the earlier
+        self.grid = decode.resident_grid([self.kernel, self.stages[0], self.stages[2]], self.shape.blocks)
         self.items = batch * heads * self.attn.split.splits
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
         self.descs, self.sems, self.tickets = {}, {}, {}
@@ -239,9 +236,8 @@ class DecodeAttentionChain:
 
     def timed_out(self) -> str | None:
         """What the first wait that timed out saw (after synchronizing), or None."""
-        words = self.debug.get().tolist()
-        d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
-        if not d.failed:
+        d = decode.read_debug(self.debug)
+        if d is None:
             return None
         what = {1: "an attention item", 2: "the output GeMM (row block"}.get(d.stage, f"stage {d.stage}")
         tail = f" {d.consumer_x})" if d.stage == 2 else f" {d.consumer_x}"

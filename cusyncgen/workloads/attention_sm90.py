@@ -65,6 +65,20 @@ def heads(model: str) -> int:
     return MODELS[model] // (8 * D)
 
 
+def gemm_shapes(model: str) -> tuple:
+    """(N, K) of the block's QKV and output GeMMs."""
+    nd = heads(model) * D
+    return (3 * nd, MODELS[model]), (MODELS[model], nd)
+
+
+def check_engines(model: str, M: int, engines: tuple, candidates) -> None:
+    """Each GeMM's engine among candidates(M, N, K) (engines_for, prompt_engines_for)."""
+    for e, (n, k) in zip(engines, gemm_shapes(model)):
+        if e not in candidates(M, n, k):
+            raise CusyncError(f"GeMM engine {e!r} does not fit a {M} x {n} x {k} GeMM (those that do: "
+                              f"{', '.join(candidates(M, n, k))})", None)
+
+
 def label(model: str, past: int) -> str:
     """The rows' "model": the model and the cached tokens (as the sm80 attention's generation rows)."""
     return f"{model}-gen-S'{past}"
@@ -106,15 +120,11 @@ class AttentionGen:
             raise CusyncError(f"cached tokens: {self.past}", None)
         self.H, self.NH = MODELS[self.model], heads(self.model)
         self.smax = self.past + 1
-        for e, (n, k) in zip(self.engines, self.gemm_shapes()):
-            if e not in engines_for(self.B, n, k):
-                raise CusyncError(f"GeMM engine {e!r} does not fit a {self.B} x {n} x {k} GeMM (those that do: "
-                                  f"{', '.join(engines_for(self.B, n, k))})", None)
+        check_engines(self.model, self.B, self.engines, engines_for)
 
     def gemm_shapes(self) -> tuple:
         """(N, K) of the QKV and output GeMMs."""
-        nd = self.NH * D
-        return (3 * nd, self.H), (self.H, nd)
+        return gemm_shapes(self.model)
 
     @classmethod
     def sources(cls, sizes=None, tune: bool = False) -> list:
@@ -300,11 +310,17 @@ def engines_for(M: int, N: int, K: int) -> list[str]:
     """The GeMM engines of an M x N x K GeMM: the decode kernel, and each 64-row CUTLASS sm90 tile
     config (M <= 64) whose BN divides N and BK K, without and with split-K where auto_splits finds
     one (" splitK<S>@<start>")."""
+    return [DECODE_ENGINE] + tile_engines(M, N, K, lambda c, bm: bm == 64 and not c.endswith(("tma", "c2")))
+
+
+def tile_engines(M: int, N: int, K: int, keep) -> list[str]:
+    """The library's tile configs that keep(config, BM) accepts and whose BN divides N and BK K, each
+    without and with split-K where auto_splits finds one (" splitK<S>@<start>")."""
     from cusyncgen.cuda import sm90
-    out = [DECODE_ENGINE]
+    out = []
     for c in sm90.CONFIGS:
         bm, bn, bk = sm90.tile_dims(c)
-        if bm != 64 or N % bn or K % bk or c.endswith(("tma", "c2")):
+        if N % bn or K % bk or not keep(c, bm):
             continue
         out.append(c)
         X, Y = sm90.order_grid(c, M, N)
@@ -367,27 +383,25 @@ def vendor_forms(blk: AttentionGen, ins, ref):
     return baselines.VendorForms.check(makers, lambda name, fn: rel(fn(), ref[0]))
 
 
-def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tuple[tuple, dict]:
-    """The GeMM engines of a point: each GeMM alone on every engine (engines_for), on the point's
-    weights (the output GeMM on a random input), checked against float32 on a poisoned output; the
-    QKV GeMM's fastest alone in a CUDA graph, then the output GeMM's fastest in the block under PDL
-    (where its first weight loads overlap the attention: alone they cannot).
-    Returns (qkv engine, out engine) and {"qkv": {engine: us alone}, "out": {engine: us of the PDL
-    block}} (a wrong engine: its error)."""
+def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int, in_block=None) -> tuple[tuple, dict]:
+    """Each GeMM of the block on every engine of candidates(M, N, K), on the point's weights (the
+    output GeMM on a random input), checked against float32 on a poisoned output and timed in a CUDA
+    graph: alone, or the output GeMM as in_block(engine, qkv engine) runs it (a run(stream) of the
+    whole block). Returns (the fastest correct engine of each) and {"qkv"|"out": {engine: us, or
+    its error}}."""
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.lazy import cupy
     from cusyncgen.workloads.base import rel_err
 
-    blk = AttentionGen(model, B, past)
     x, wqkv, wo = ins[:3]
-    o_in = (cupy.random.RandomState(B).standard_normal((B, blk.NH * D), dtype=cupy.float32)).astype(cupy.float16)
+    o_in = cupy.random.RandomState(M).standard_normal((M, heads(model) * D), dtype=cupy.float32).astype(cupy.float16)
     chosen, record = [], {}
-    for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), blk.gemm_shapes()):
-        y = cupy.empty((B, n), dtype=cupy.float16)
+    for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), gemm_shapes(model)):
+        y = cupy.empty((M, n), dtype=cupy.float16)
         ref = a.astype(cupy.float32) @ w.astype(cupy.float32).T
         times = {}
-        for e in engines_for(B, n, k):
-            g = gemm_engine(e, B, n, k)
+        for e in candidates(M, n, k):
+            g = gemm_engine(e, M, n, k)
             g.prepare(w)
             with stream:
                 y.fill(math.nan)
@@ -397,22 +411,58 @@ def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tu
                 if err >= TOL:
                     times[e] = f"wrong: relative error {err:.3g}"
                     continue
-                if name == "qkv":
-                    run = (lambda s, g=g: g.launch(s, a, w, y))
-                else:
-                    whole = AttentionGen(model, B, past, (chosen[0], e))
-                    outs = whole.outputs()
-                    whole.run(stream, "PDL", *ins, *outs)
-                    run = (lambda s, whole=whole, outs=outs: whole.run(s, "PDL", *ins, *outs))
+                run = in_block(e, chosen[0]) if name == "out" and in_block else (lambda s, g=g: g.launch(s, a, w, y))
                 graph = timing.capture(run, stream)
                 times[e] = round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
-            del graph, g
         ok = {e: t for e, t in times.items() if not isinstance(t, str)}
         if not ok:
-            raise CusyncError(f"{model} B={B}: no engine computed the {name} GeMM ({times})", None)
+            raise CusyncError(f"{model} M={M}: no engine computed the {name} GeMM ({times})", None)
         chosen.append(min(ok, key=ok.get))
         record[name] = times
     return tuple(chosen), record
+
+
+def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tuple[tuple, dict]:
+    """The GeMM engines of a generation point (choose_gemm_engines over engines_for): the QKV GeMM's
+    fastest alone, the output GeMM's fastest in the block under PDL (where its first weight loads
+    overlap the attention: alone they cannot)."""
+    def in_block(e, qkv_engine):
+        whole = AttentionGen(model, B, past, (qkv_engine, e))
+        outs = whole.outputs()
+        whole.run(stream, "PDL", *ins, *outs)
+        return lambda s: whole.run(s, "PDL", *ins, *outs)
+    return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block)
+
+
+def form_timers(forms, iters: int, prefix: str) -> dict:
+    """{prefix + form: timer} of each checked form (baselines.VendorForms) in a CUDA graph; a form
+    that cannot be captured is skipped with the reason."""
+    from cusyncgen.cuda import baselines
+    timers = {}
+    for name, fn in forms.fns.items():
+        try:
+            g = baselines.graph_of(fn)
+        except Exception as exc:   # a form that cannot be captured is that form's failure
+            forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
+            continue
+        timers[prefix + name] = lambda g=g: baselines.replay_time(g, iters)
+    return timers
+
+
+def form_row(head: dict, config: str, forms, times: dict, prefix: str, rounds: int) -> dict:
+    """The row of the fastest correct of `forms` as `config` (its times: those of `times` under
+    `prefix`), every form's time and the skipped beside it."""
+    from cusyncgen.cuda import baselines
+    vt = {n[len(prefix):]: t for n, t in times.items() if n.startswith(prefix)}
+    best = baselines.fastest_form(vt, forms.errors, TOL)
+    if best is None:
+        raise CusyncError(f"{head['model']} {head['point']}: no vendor form ran ({forms.skipped})", None)
+    row = {**head, "config": config, "time_us": round(vt[best], 2), "correct": forms.errors[best] < TOL,
+           "rel_err": forms.errors[best], "vendor_form": best,
+           "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())}, "rounds": rounds}
+    if forms.skipped:
+        row["vendor_skipped"] = dict(sorted(forms.skipped.items()))
+    return row
 
 
 def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, ceil: dict,
@@ -421,7 +471,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     and a poisoned append position) on each GeMM's fastest engine (choose_engines; or `engines`),
     the vendor (its fastest correct form in a CUDA graph) and the floor. Ours and the vendor's forms
     are timed in alternating rounds (the order rotated a round)."""
-    from cusyncgen.cuda import baselines, timing
+    from cusyncgen.cuda import timing
     from cusyncgen.workloads.mlp_sm90 import time_in_rounds
 
     blk = AttentionGen(model, B, past)
@@ -457,13 +507,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
         if record is not None:
             rows[cfg]["engine_us"] = record
     forms = vendor_forms(blk, sets[0], ref)
-    for name, fn in forms.fns.items():
-        try:
-            g = baselines.graph_of(fn)
-        except Exception as exc:   # a form that cannot be captured is that form's failure
-            forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
-            continue
-        timers[name] = lambda g=g: baselines.replay_time(g, iters)
+    timers.update(form_timers(forms, iters, "vendor:"))
     warm = next(iter(timers.values()))
     warm()
     times, rounds = time_in_rounds(timers)
@@ -474,17 +518,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
         out.append({**rows[cfg], "time_us": round(times[cfg], 2), "rounds": rounds})
         if late and cfg in SYNCED:   # the record does not say which configuration gave up: none is trusted
             out[-1].update(correct=False, error=late)
-    vt = {n: t for n, t in times.items() if n not in ORDERINGS + SYNCED}
-    best = baselines.fastest_form(vt, forms.errors, TOL)
-    if best is None:
-        raise CusyncError(f"{model} {point(B, past)}: no vendor form ran ({forms.skipped})", None)
-    v = {**head, "config": VENDOR + "+graph", "time_us": round(vt[best], 2), "correct": forms.errors[best] < TOL,
-         "rel_err": forms.errors[best], "vendor_form": best,
-         "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())},
-         "rounds": rounds}
-    if forms.skipped:
-        v["vendor_skipped"] = dict(sorted(forms.skipped.items()))
-    out.append(v)
+    out.append(form_row(head, VENDOR + "+graph", forms, times, "vendor:", rounds))
     floor = blk.floor_bytes() / ceil["bandwidth"] * 1e6
     out.append({**head, "config": "floor", "time_us": round(floor, 2), "correct": True, "rel_err": 0.0})
     base = out[0]["time_us"]
@@ -553,19 +587,8 @@ def prompt_engines_for(M: int, N: int, K: int) -> list[str]:
     """The CUTLASS sm90 tile configs of an M x N x K GeMM of the prompt: 128-row tiles, and 64-row
     ones up to PROMPT_SMALL_TILE_MAX_M rows (more tiles to fill the SMs), whose BN divides N (the
     TMA-store epilogue from 256 rows on), with split-K where auto_splits finds one."""
-    from cusyncgen.cuda import sm90
-    out = []
-    for c in sm90.CONFIGS:
-        bm, bn, bk = sm90.tile_dims(c)
-        if (bm not in (64, 128) or (bm == 64 and M > PROMPT_SMALL_TILE_MAX_M) or N % bn or K % bk or c.endswith("c2")
-                or (c.endswith("tma") and M < 256)):
-            continue
-        out.append(c)
-        X, Y = sm90.order_grid(c, M, N)
-        sp = sm90.auto_splits(X * Y, K // bk)
-        if sp.S > 1:
-            out.append(f"{c} splitK{sp.S}@{sp.start}")
-    return out
+    return tile_engines(M, N, K, lambda c, bm: (bm == 128 or (bm == 64 and M <= PROMPT_SMALL_TILE_MAX_M))
+                        and not c.endswith("c2") and not (c.endswith("tma") and M < 256))
 
 
 @dataclass
@@ -589,14 +612,10 @@ class AttentionPrompt:
             raise CusyncError(f"the Hopper FMHA reads whole 16-byte rows of tokens: S a multiple of {FMHA_ALIGN}, not "
                               f"{self.S} (pad the prompt)", None)
         self.H, self.NH, self.M = MODELS[self.model], heads(self.model), self.B * self.S
-        for e, (n, k) in zip(self.engines, self.gemm_shapes()):
-            if e not in prompt_engines_for(self.M, n, k):
-                raise CusyncError(f"tile config {e!r} does not fit a {self.M} x {n} x {k} GeMM (those that do: "
-                                  f"{', '.join(prompt_engines_for(self.M, n, k))})", None)
+        check_engines(self.model, self.M, self.engines, prompt_engines_for)
 
     def gemm_shapes(self) -> tuple:
-        nd = self.NH * D
-        return (3 * nd, self.H), (self.H, nd)
+        return gemm_shapes(self.model)
 
     @property
     def parts(self):
@@ -696,40 +715,6 @@ class AttentionPrompt:
         return flops, byts
 
 
-def choose_prompt_engines(blk: AttentionPrompt, ins, stream, iters: int) -> tuple[tuple, dict]:
-    """Each GeMM alone on every tile config (engines_for), checked against float32 on a poisoned
-    output, timed in a CUDA graph: (the fastest correct of each, {"qkv"|"out": {config: us or error}})."""
-    from cusyncgen.cuda import timing
-    from cusyncgen.cuda.lazy import cupy
-    from cusyncgen.workloads.base import rel_err
-
-    x, wqkv, wo = ins
-    o_in = cupy.random.RandomState(blk.M).standard_normal((blk.M, blk.NH * D), dtype=cupy.float32).astype(cupy.float16)
-    chosen, record = [], {}
-    for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), blk.gemm_shapes()):
-        y = cupy.empty((blk.M, n), dtype=cupy.float16)
-        ref = a.astype(cupy.float32) @ w.astype(cupy.float32).T
-        times = {}
-        for e in prompt_engines_for(blk.M, n, k):
-            g = CutlassGemm(e, blk.M, n, k)
-            with stream:
-                y.fill(math.nan)
-                g.launch(stream, a, w, y)
-                stream.synchronize()
-                err = rel_err(y, ref)
-                if err >= TOL:
-                    times[e] = f"wrong: relative error {err:.3g}"
-                    continue
-                graph = timing.capture(lambda s, g=g: g.launch(s, a, w, y), stream)
-                times[e] = round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
-        ok = {e: t for e, t in times.items() if not isinstance(t, str)}
-        if not ok:
-            raise CusyncError(f"{blk.model} M={blk.M}: no tile config computed the {name} GeMM ({times})", None)
-        chosen.append(min(ok, key=ok.get))
-        record[name] = times
-    return tuple(chosen), record
-
-
 def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream, seed: int, ceil: dict) -> list[dict]:
     """Rows of one prompt: StreamSync on the fastest tile configs (checked against float32 on
     poisoned outputs), the attention stage alone and SDPA alone (its fastest correct backend on
@@ -740,7 +725,7 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
 
     probe = AttentionPrompt(model, B, S, causal)
     ins = probe.buffers(seed=seed)
-    engines, record = choose_prompt_engines(probe, ins, stream, iters)
+    engines, record = choose_gemm_engines(model, B * S, prompt_engines_for, ins, stream, iters)
     blk = AttentionPrompt(model, B, S, causal, engines)
     outs = blk.outputs()
     z_ref, o_ref = blk.reference(*ins)
@@ -765,30 +750,15 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
     stage = baselines.VendorForms.check({f"{n}": (lambda b=b: blk.vendor_stage_fn(outs[0], b))
                                          for n, b in SDPA_BACKENDS.items()},
                                         lambda name, fn: rel(fn(), o4))
-    for prefix, forms in (("chain:", chain), ("stage:", stage)):
-        for name, fn in forms.fns.items():
-            try:
-                g = baselines.graph_of(fn)
-            except Exception as exc:   # a form that cannot be captured is that form's failure
-                forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
-                continue
-            timers[prefix + name] = lambda g=g: baselines.replay_time(g, iters)
+    timers.update(form_timers(chain, iters, "chain:"))
+    timers.update(form_timers(stage, iters, "stage:"))
     times, rounds = time_in_rounds(timers)
     out = [{**head, "config": "StreamSync", "time_us": round(times["StreamSync"], 2), "correct": err < TOL,
             "rel_err": err, "engines": list(engines), "engine_us": record, "rounds": rounds},
            {**head, "config": STAGE, "time_us": round(times[STAGE], 2), "correct": err_o < TOL, "rel_err": err_o,
             "rounds": rounds}]
-    for prefix, forms, config in (("chain:", chain, VENDOR + "+graph"), ("stage:", stage, VENDOR_STAGE)):
-        vt = {n[len(prefix):]: t for n, t in times.items() if n.startswith(prefix)}
-        best = baselines.fastest_form(vt, forms.errors, TOL)
-        if best is None:
-            raise CusyncError(f"{model} {head['point']}: no vendor form ran ({forms.skipped})", None)
-        row = {**head, "config": config, "time_us": round(vt[best], 2), "correct": forms.errors[best] < TOL,
-               "rel_err": forms.errors[best], "vendor_form": best,
-               "vendor_forms": {f: round(t, 2) for f, t in sorted(vt.items())}, "rounds": rounds}
-        if forms.skipped:
-            row["vendor_skipped"] = dict(sorted(forms.skipped.items()))
-        out.append(row)
+    out += [form_row(head, VENDOR + "+graph", chain, times, "chain:", rounds),
+            form_row(head, VENDOR_STAGE, stage, times, "stage:", rounds)]
     flops, byts = blk.flops_bytes()
     out.append({**head, "config": "floor", "time_us": round(max(flops / ceil["peak_flops"], byts / ceil["bandwidth"])
                                                              * 1e6, 2), "correct": True, "rel_err": 0.0})
