@@ -1,11 +1,11 @@
 // Two dependent GeMMs built as CUTLASS 3's own sm90 examples build them (CollectiveBuilder,
 // GemmUniversal, GemmUniversalAdapter), Z = (X W1^T) W2^T -- the GPT-3 MLP without its GeLU -- and
-// the same pair synchronized with CuSync tile by tile: the generated header gives the policy, the
-// waits and the tile orders; three types of the Hopper sync layer (runtime_cuda/cusync/sm90) take
-// the place of the collective mainloop, the collective epilogue and the tile scheduler. Everything
-// else is the stock kernel.
+// the same pair synchronized with CuSync tile by tile: the generated header gives the policy and the
+// waits; three types of the Hopper sync layer (runtime_cuda/cusync/sm90) take the place of the
+// collective mainloop, the collective epilogue and the consumer's tile scheduler. Everything else
+// is the stock kernel.
 //
-//   cusyncgen examples/mlp_gpt3.dep -D B=1 -D S=1024 -o mlp_gpt3.h
+//   cusyncgen examples/mlp_gpt3.dep -D B=1 -D S=512 -o mlp_gpt3.h
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr \
 //        $(cusyncgen --includes) -I. examples/kernels/sm90_gemm_pair.cu -lcuda -o sm90_gemm_pair
 //   ./sm90_gemm_pair        # checks both pairs against a float32 reference, then times them
@@ -18,6 +18,14 @@
 // free, waiting only on the producer tiles they read. (Not stream order without PDL: then nothing
 // would let the consumer start early; not two streams: consumer blocks could take SMs before the
 // producer's.)
+//
+// Orders: both GeMMs walk CUTLASS's raster along N in bands of `band` row blocks (scheduler
+// arguments; 2 by default), so the producer completes its rows band by band and the consumer's
+// first items read the first band. The consumer claims its items (DynamicScheduler): its blocks that
+// start early on the SMs the producer's partial last wave leaves free take more items than those
+// that start when the producer ends -- under CUTLASS's static striding every block has the same
+// share and the early start gains nothing. Where the producer fills its last wave there is nothing
+// to overlap and the hooks' cost shows (docs/design.md, "a stock CUTLASS GemmUniversal pair").
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -72,29 +80,26 @@ using Policy = mlp_gpt3::PAIR_POLICY;
 // the consumer's k-tile k reads producer column k * kTileK / kTileN
 using Waits = cusync::sm90::WaitsDeps<mlp_gpt3::dep_g1_waits, kTileN / kTileK>;
 
-// The producer walks the generated order (its rows complete first); -DPRODUCER_STOCK_ORDER: CUTLASS's.
-#if defined(PRODUCER_STOCK_ORDER)
-using ProducerScheduler = void;
-#else
+// The producer: CUTLASS's static persistent scheduler on the banded raster (its arguments, below);
+// -DPRODUCER_ORDERED walks the generated g1_order instead (row-major here: every wave re-reads W1).
+#if defined(PRODUCER_ORDERED)
 using ProducerScheduler = cusync::sm90::OrderedScheduler<mlp_gpt3::g1_order>;
+#else
+using ProducerScheduler = void;
 #endif
 using ProducerGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
     ProblemShape,
     cusync::sm90::SyncCollectiveMma<Mainloop>,                // triggers the consumer's launch
     cusync::sm90::PostingEpilogue<Epilogue, Policy>,          // posts each tile once stored
-    ProducerScheduler>>;                                      // the generated order
-// The consumer's own order matters only to it (nothing waits on it): CUTLASS's raster and swizzle
-// by default; -DCONSUMER_ORDERED walks the generated g2_order (row-major here: every wave re-reads W2).
-#if defined(CONSUMER_ORDERED)
-using ConsumerScheduler = cusync::sm90::OrderedScheduler<mlp_gpt3::g2_order>;
-#else
-using ConsumerScheduler = void;
-#endif
+    ProducerScheduler>>;
+// The consumer claims its items in the banded raster's order (DynamicScheduler<g2_order> would walk
+// the generated order instead).
+using ConsumerScheduler = cusync::sm90::DynamicScheduler<>;
 using ConsumerGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
     ProblemShape,
     cusync::sm90::SyncCollectiveMma<Mainloop, Policy, Waits>, // waits on the tiles each k-tile reads
     Epilogue,
-    ConsumerScheduler>>;
+    ConsumerScheduler>>;                                      // claims its items
 
 // ---- sizes: the generated grids ------------------------------------------------------------------
 constexpr int M = mlp_gpt3::g1::Y * kTileM;   // B * S tokens
@@ -132,13 +137,21 @@ StockArgs stock_args(const Half* A, const Half* B, Half* C, int m, int n, int k)
   auto sD = cutlass::make_cute_packed_stride(typename Epilogue::StrideD{}, make_shape(m, n, 1));
   return StockArgs{{A, sA, B, sB}, {{1.0f, 0.0f}, C, sC, C, sD}};
 }
+// swizzle > 0: CUTLASS's raster along N in bands of `swizzle` row blocks (column by column, the
+// band's rows down each column); 0: CUTLASS's heuristic (along M when there are more column blocks)
 template <class Gemm, class SetMainloop, class SetEpilogue>
-typename Gemm::Arguments gemm_args(const StockArgs& b, int m, int n, int k, SetMainloop set_ml, SetEpilogue set_ep) {
+typename Gemm::Arguments gemm_args(const StockArgs& b, int m, int n, int k, SetMainloop set_ml, SetEpilogue set_ep,
+                                   int swizzle = 0) {
   typename Gemm::GemmKernel::CollectiveMainloop::Arguments ml{b.mainloop};
   typename Gemm::GemmKernel::CollectiveEpilogue::Arguments ep{b.epilogue};
   set_ml(ml);
   set_ep(ep);
-  return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGemm, {m, n, k, 1}, ml, ep};
+  typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {m, n, k, 1}, ml, ep};
+  if (swizzle > 0) {
+    args.scheduler.max_swizzle_size = swizzle;
+    args.scheduler.raster_order = decltype(args.scheduler.raster_order)::AlongN;
+  }
+  return args;
 }
 
 template <class Gemm>
@@ -209,9 +222,20 @@ float time_graph(cudaGraphExec_t g, cudaStream_t s) {
 }
 
 int main(int argc, char** argv) {
-  // [launches [rounds [seed [parts]]]]: parts also times each synchronized kernel with a stock one
+  // [launches [rounds [seed]]] [band=N] [parts]: parts also times each synchronized kernel with a stock one
   const int launches = argc > 1 ? std::atoi(argv[1]) : 1000;  // back-to-back synchronized pairs checked
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 10;      // alternating timing rounds
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 10;      // rotating timing rounds
+  int band = 2;                                               // row blocks per band of both orders
+  bool parts_mode = false;
+  for (int i = 4; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "parts") parts_mode = true;
+    if (a.rfind("band=", 0) == 0) band = std::atoi(a.c_str() + 5);
+  }
+  if (band < 1 || (band & (band - 1)) != 0) {
+    std::fprintf(stderr, "band=%d: CUTLASS's swizzle takes a power of two\n", band);
+    return 2;
+  }
   Half *X, *W1, *Y, *W2, *Z;
   float *Yref, *Zref;
   Half* Y16;
@@ -240,19 +264,23 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceSynchronize());
 
   auto none = [](auto&) {};
-  Runner<StockGemm> stock1, stock2;
+  // the stock pair as CUTLASS runs it by default (its raster heuristic), and on the bands
+  Runner<StockGemm> stock1, stock2, banded1, banded2;
   const StockArgs g1 = stock_args(X, W1, Y, M, N1, H), g2 = stock_args(Y, W2, Z, M, H, N1);
   stock1.init(gemm_args<StockGemm>(g1, M, N1, H, none, none));
   stock2.init(gemm_args<StockGemm>(g2, M, H, N1, none, none));
+  banded1.init(gemm_args<StockGemm>(g1, M, N1, H, none, none, band));
+  banded2.init(gemm_args<StockGemm>(g2, M, H, N1, none, none, band));
   Runner<ProducerGemm> prod;
   Runner<ConsumerGemm> cons;
   prod.init(gemm_args<ProducerGemm>(g1, M, N1, H, [](auto& a) { a.sync.trigger = true; },
-                                    [&](auto& a) { a.out_sems = sems; }));
+                                    [&](auto& a) { a.out_sems = sems; }, band));
   cons.init(gemm_args<ConsumerGemm>(g2, M, H, N1, [&](auto& a) { a.sync.in_sems = sems; a.sync.ticket = ticket; },
-                                    none));
+                                    none, band));
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto stock_pair = [&] { stock1.run(s, false); stock2.run(s, false); };
+  auto banded_pair = [&] { banded1.run(s, false); banded2.run(s, false); };
   auto sync_pair = [&] { prod.run(s, false); cons.run(s, true); };
 
   int failures = 0;
@@ -268,10 +296,12 @@ int main(int argc, char** argv) {
     std::printf("%-34s %d launch(es)  rel_err Y %.2e  Z %.2e  %s\n", what, n, ey, ez, ok ? "ok" : "WRONG");
   };
   check("stock pair, stream order", stock_pair, 1);
+  check("stock pair on the bands", banded_pair, 1);
   check("synchronized pair", sync_pair, 1);
   check("synchronized pair, back to back", sync_pair, launches);
 
-  // CUDA graphs of 10 pairs each; 100 replays of the synchronized graph checked (no reset between)
+  // CUDA graphs of 10 pairs each; 100 replays of the synchronized graph checked (no reset between;
+  // as many as launches when fewer: the sanitizer's runs)
   auto capture = [&](auto pair) {
     cudaGraph_t g;
     cudaGraphExec_t e;
@@ -281,53 +311,59 @@ int main(int argc, char** argv) {
     CHECK(cudaGraphInstantiate(&e, g, 0));
     return e;
   };
-  cudaGraphExec_t gs = capture(stock_pair), gy = capture(sync_pair);
-  check("synchronized pair, graph replays", [&] { CHECK(cudaGraphLaunch(gy, s)); }, 100);
-  for (int i = 0; i < 3; ++i) {
-    time_graph(gs, s);
-    time_graph(gy, s);
-  }
-  std::vector<float> ts, ty;
-  for (int r = 0; r < rounds; ++r) {  // alternating, each first in every other round
-    if (r % 2 == 0) {
-      ts.push_back(time_graph(gs, s));
-      ty.push_back(time_graph(gy, s));
-    } else {
-      ty.push_back(time_graph(gy, s));
-      ts.push_back(time_graph(gs, s));
-    }
-  }
-  std::sort(ts.begin(), ts.end());
-  std::sort(ty.begin(), ty.end());
-  const double us_s = 100.0 * ts[ts.size() / 2], us_y = 100.0 * ty[ty.size() / 2];  // ms per 10 pairs -> us per pair
-  std::printf("M %d  N1 %d  H %d  policy %s\n", M, N1, H, PAIR_STR(PAIR_POLICY));
-  std::printf("stock pair in stream order %.1f us, synchronized pair %.1f us: %.3fx\n", us_s, us_y, us_s / us_y);
-  if (argc > 4 && std::string(argv[4]) == "parts") {
-    // Where the time goes, each in stream order, timed like the pairs: the synchronized producer
-    // (posting) with the stock consumer; the stock producer with the synchronized consumer, its
-    // semaphores raised far past any target first (every wait satisfied at the first poll); both
-    // synchronized kernels in stream order (no overlap: what the hooks cost).
-    Runner<ConsumerGemm> cons_free;
-    uint32_t* raised;
+  struct Timed {
+    const char* name;
+    cudaGraphExec_t graph;
+    std::vector<float> us;  // per pair, one per round
+  };
+  std::vector<Timed> timed = {{"stock pair, stream order", capture(stock_pair), {}},
+                              {"stock pair on the bands, stream order", capture(banded_pair), {}},
+                              {"synchronized pair", capture(sync_pair), {}}};
+  check("synchronized pair, graph replays", [&] { CHECK(cudaGraphLaunch(timed[2].graph, s)); },
+        std::min(100, launches));
+  // the parts get semaphores and a ticket of their own: the synchronized pair's stay paired
+  Runner<ProducerGemm> prod_alone;
+  Runner<ConsumerGemm> cons_free;
+  if (parts_mode) {
+    // Where the time goes, each in stream order: the synchronized producer (posting) with the stock
+    // consumer; the stock producer with the synchronized consumer, its semaphores raised far past any
+    // target first (every wait satisfied at the first poll); both synchronized kernels in stream
+    // order (no overlap: what the hooks cost). All on the bands.
+    uint32_t *scratch, *raised;
+    unsigned long long* ticket_free;
+    CHECK(cudaMalloc(&scratch, sizeof(uint32_t) * Policy::num_sems));
     CHECK(cudaMalloc(&raised, sizeof(uint32_t) * Policy::num_sems));
+    CHECK(cudaMalloc(&ticket_free, sizeof(unsigned long long)));
+    CHECK(cudaMemset(scratch, 0, sizeof(uint32_t) * Policy::num_sems));
     CHECK(cudaMemset(raised, 0x3f, sizeof(uint32_t) * Policy::num_sems));
-    cons_free.init(gemm_args<ConsumerGemm>(g2, M, H, N1, [&](auto& a) { a.sync.in_sems = raised; a.sync.ticket = ticket; },
-                                           none));
-    const std::pair<const char*, cudaGraphExec_t> parts[] = {
-        {"synchronized producer + stock consumer", capture([&] { prod.run(s, false); stock2.run(s, false); })},
-        {"stock producer + synchronized consumer", capture([&] { stock1.run(s, false); cons_free.run(s, false); })},
-        {"both synchronized, stream order", capture([&] { prod.run(s, false); cons.run(s, false); })},
-    };
-    for (const auto& [name, g] : parts) {
-      std::vector<float> t;
-      for (int r = 0; r < rounds; ++r) {
-        t.push_back(time_graph(g, s));
-        time_graph(gs, s);
-      }
-      std::sort(t.begin(), t.end());
-      std::printf("  %-40s %.1f us\n", name, 100.0 * t[t.size() / 2]);
-    }
+    CHECK(cudaMemset(ticket_free, 0, sizeof(unsigned long long)));
+    prod_alone.init(gemm_args<ProducerGemm>(g1, M, N1, H, none, [&](auto& a) { a.out_sems = scratch; }, band));
+    cons_free.init(gemm_args<ConsumerGemm>(g2, M, H, N1,
+                                           [&](auto& a) { a.sync.in_sems = raised; a.sync.ticket = ticket_free; },
+                                           none, band));
+    timed.push_back({"  synchronized producer + stock consumer",
+                     capture([&] { prod_alone.run(s, false); banded2.run(s, false); }), {}});
+    timed.push_back({"  stock producer + synchronized consumer",
+                     capture([&] { banded1.run(s, false); cons_free.run(s, false); }), {}});
+    timed.push_back({"  both synchronized, stream order", capture([&] { prod.run(s, false); cons.run(s, false); }), {}});
   }
+  for (int i = 0; i < std::min(3, rounds); ++i)
+    for (auto& t : timed) time_graph(t.graph, s);
+  for (int r = 0; r < rounds; ++r)  // rotating: each first in turn
+    for (size_t j = 0; j < timed.size(); ++j) {
+      Timed& t = timed[(j + r) % timed.size()];
+      t.us.push_back(100.0f * time_graph(t.graph, s));  // ms per 10 pairs -> us per pair
+    }
+  auto median = [](std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return static_cast<double>(v[v.size() / 2]);
+  };
+  const double us_stock = std::min(median(timed[0].us), median(timed[1].us)), us_sync = median(timed[2].us);
+  std::printf("M %d  N1 %d  H %d  policy %s  band %d\n", M, N1, H, PAIR_STR(PAIR_POLICY), band);
+  for (const auto& t : timed)
+    std::printf("%-44s %7.1f us  %.3fx\n", t.name, median(t.us), us_stock / median(t.us));
+  std::printf("the faster stock pair %.1f us, synchronized pair %.1f us: %.3fx\n", us_stock, us_sync,
+              us_stock / us_sync);
   std::printf("%s\n", failures == 0 ? "PASS" : "FAIL");
   return failures == 0 ? 0 : 1;
 }
