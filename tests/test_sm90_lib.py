@@ -227,6 +227,8 @@ namespace cusync_sm90 {
 
 // the prompt's FMHA (fmha.cu): not built into the stub; every call "not supported"
 extern "C" int cusync_sm90_fmha(const void*, void*, float*, int, int, int, int, int, void*) { return 1; }
+extern "C" int cusync_sm90_fmha_heads(const void*, const void*, const void*, void*, float*, int, int, int, int, int,
+                                      void*) { return 1; }
 
 extern "C" int stub_count(void) { return static_cast<int>(recs.size()); }
 extern "C" void stub_clear(void) { recs.clear(); }
@@ -399,3 +401,5 @@ def test_per_gemm_tiles_swiglu_and_the_refused_chain(loaded):
 def test_the_fmha_entry_names_the_shape_it_refuses(loaded):
     with pytest.raises(sm90.Sm90Error, match="FMHA B=1 H=8 S=296 causal: the shape is not supported"):
         sm90.fmha(0, 0, 0, 1, 8, 296, True, 132)
+    with pytest.raises(sm90.Sm90Error, match="FMHA B=2 H=12 S=100: the shape is not supported"):
+        sm90.fmha_heads(0, 0, 0, 0, 0, 2, 12, 100, False, 132)

@@ -28,20 +28,20 @@ using Fmha = cutlass::device::Universal<typename cutlass::fmha::kernel::FmhaBuil
     Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV, Fusion,
     cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel>;
 
+// q, k, v: element (batch b, head h, token s, d) at b * sb + h * sh + s * ld + d
 template <class Fusion>
-int run(const void* qkv, void* o, float* lse, int B, int H, int S, int sm_count, void* workspace,
-        cudaStream_t stream) {
+int run(const void* q, const void* k, const void* v, int ld, int sb, int sh, void* o, float* lse, int B, int H,
+        int S, int sm_count, void* workspace, cudaStream_t stream) {
   constexpr int D = 128;
-  const int ld = 3 * H * D;   // the QKV row
-  const Element* q = static_cast<const Element*>(qkv);
-  StrideQKV s_in{ld, _1{}, make_tuple(S * ld, D)};
+  StrideQKV s_in{ld, _1{}, make_tuple(sb, sh)};
   StrideQKV s_o{H * D, _1{}, make_tuple(S * H * D, D)};
   StrideLSE s_lse{_1{}, make_tuple(H * S, S)};
   cutlass::KernelHardwareInfo hw;
   hw.device_id = 0;
   hw.sm_count = sm_count;
   typename Fmha<Fusion>::Arguments args{ProblemShape{B, H, S, S, D},
-                                        {q, s_in, q + H * D, s_in, q + 2 * H * D, s_in},
+                                        {static_cast<const Element*>(q), s_in, static_cast<const Element*>(k), s_in,
+                                         static_cast<const Element*>(v), s_in},
                                         {static_cast<Element*>(o), s_o, lse, s_lse},
                                         hw};
   Fmha<Fusion> op;
@@ -49,6 +49,13 @@ int run(const void* qkv, void* o, float* lse, int B, int H, int S, int sm_count,
   if (Fmha<Fusion>::get_workspace_size(args) > 0 && workspace == nullptr) return 2;
   if (op.run(args, workspace, stream) != cutlass::Status::kSuccess) return 3;
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
+}
+
+int dispatch(const void* q, const void* k, const void* v, int ld, int sb, int sh, void* o, float* lse, int B, int H,
+             int S, int causal, int sm_count, cudaStream_t s) {
+  if (causal) return run<CausalFusion>(q, k, v, ld, sb, sh, o, lse, B, H, S, sm_count, nullptr, s);
+  if (S % 128) return run<ResidualFusion>(q, k, v, ld, sb, sh, o, lse, B, H, S, sm_count, nullptr, s);
+  return run<DefaultFusion>(q, k, v, ld, sb, sh, o, lse, B, H, S, sm_count, nullptr, s);
 }
 }  // namespace
 
@@ -58,9 +65,17 @@ extern "C" {
 // success; 1 shape not supported, 2 workspace missing, 3 launch failed, 4 a CUDA error.
 int cusync_sm90_fmha(const void* qkv, void* o, float* lse, int B, int H, int S, int causal, int sm_count,
                      void* stream) {
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (causal) return run<CausalFusion>(qkv, o, lse, B, H, S, sm_count, nullptr, s);
-  if (S % 128) return run<ResidualFusion>(qkv, o, lse, B, H, S, sm_count, nullptr, s);
-  return run<DefaultFusion>(qkv, o, lse, B, H, S, sm_count, nullptr, s);
+  constexpr int D = 128;
+  const int ld = 3 * H * D;  // the QKV row
+  const auto* q = static_cast<const cutlass::half_t*>(qkv);
+  return dispatch(q, q + H * D, q + 2 * H * D, ld, S * ld, D, o, lse, B, H, S, causal, sm_count,
+                  static_cast<cudaStream_t>(stream));
+}
+// The same over q, k, v each [B, H, S, D] contiguous (SDPA's layout): what the QKV GeMM's strided
+// rows cost the stage (docs/design.md).
+int cusync_sm90_fmha_heads(const void* q, const void* k, const void* v, void* o, float* lse, int B, int H, int S,
+                           int causal, int sm_count, void* stream) {
+  constexpr int D = 128;
+  return dispatch(q, k, v, D, H * S * D, S * D, o, lse, B, H, S, causal, sm_count, static_cast<cudaStream_t>(stream));
 }
 }

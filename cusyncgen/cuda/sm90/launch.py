@@ -85,6 +85,16 @@ def fmha(qkv: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_co
         raise Sm90Error(f"FMHA B={B} H={H} S={S}{' causal' if causal else ''}: {FMHA_ERRORS.get(code, code)}")
 
 
+def fmha_heads(q: int, k: int, v: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_count: int,
+               stream: int = 0) -> None:
+    """The same FMHA over q, k, v each [B, H, S, 128] contiguous (SDPA's layout) instead of the QKV
+    GeMM's rows: what the strided rows cost the stage (benchmarks/fmha_layout_probe.py)."""
+    code = library().dll.cusync_sm90_fmha_heads(q, k, v, o, lse, B, H, S, int(causal), sm_count,
+                                                ctypes.c_void_p(stream))
+    if code != 0:
+        raise Sm90Error(f"FMHA B={B} H={H} S={S}{' causal' if causal else ''}: {FMHA_ERRORS.get(code, code)}")
+
+
 def plan_flags(step: Step) -> LaunchFlag:
     """The library's launch flags of a launch whose first kernel the chain decoded into `step`: PDL
     trigger and wait as the Step's StageFlag says, the PDL launch attribute where it is

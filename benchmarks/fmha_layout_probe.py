@@ -1,0 +1,95 @@
+"""What the QKV GeMM's strided rows cost the prompt's attention stage (sm_90, torch and the sm90
+library needed).
+
+The FMHA of the prompt (runtime_cuda/sm90/fmha.cu) reads Q, K, V from the QKV GeMM's output
+[B S, 3 H 128]: a token's row of one head is 256 bytes, the next token's 3 H 256 bytes further. SDPA's
+best form gets q, k, v each [B, H, S, 128] contiguous. Per prompt point of `bench attention --kernel
+sm90`, this times the same FMHA on both layouts and SDPA (cuDNN) on the contiguous one, each a CUDA
+graph of 10 calls, in rotating rounds, and checks both FMHA outputs against SDPA's.
+
+    python benchmarks/fmha_layout_probe.py [--rounds 15]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+POINTS = [(1, 512), (1, 1024), (1, 2048), (1, 4096), (4, 1024)]
+D = 128
+
+
+def main() -> None:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from cusyncgen.cuda import driver
+    from cusyncgen.cuda.sm90 import fmha, fmha_heads
+    from cusyncgen.workloads.attention_sm90 import MODELS, heads
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    sms = driver.sm_count()
+    print(f"# python benchmarks/fmha_layout_probe.py --rounds {args.rounds} on {torch.cuda.get_device_name()}")
+    print("| model | B | S | causal | FMHA on the QKV rows (us) | FMHA on [B, H, S, D] (us) | SDPA cuDNN (us) | "
+          "rows / heads | SDPA / rows | SDPA / heads | rel err rows, heads |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    torch.manual_seed(0)
+    for model in MODELS:
+        H = heads(model)
+        for causal in (False, True):
+            for B, S in POINTS:
+                qkv = torch.randn(B * S, 3 * H * D, device="cuda", dtype=torch.float16)
+                q, k, v = (a.contiguous() for a in qkv.view(B, S, 3, H, D).permute(2, 0, 3, 1, 4))
+                o_rows = torch.full((B * S, H * D), float("nan"), device="cuda", dtype=torch.float16)
+                o_heads = torch.full_like(o_rows, float("nan"))
+                lse = torch.empty(B, H, S, device="cuda", dtype=torch.float32)
+
+                def rows(st):
+                    fmha(qkv.data_ptr(), o_rows.data_ptr(), lse.data_ptr(), B, H, S, causal, sms, st)
+
+                def hds(st):
+                    fmha_heads(q.data_ptr(), k.data_ptr(), v.data_ptr(), o_heads.data_ptr(), lse.data_ptr(), B, H,
+                               S, causal, sms, st)
+
+                def sdpa(st):
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                ref = sdpa(0).float()
+                stream = torch.cuda.current_stream().cuda_stream
+                rows(stream)
+                hds(stream)
+                torch.cuda.synchronize()
+                ref_rows = ref.permute(0, 2, 1, 3).reshape(B * S, H * D)
+                err = [((o.float() - ref_rows).norm() / ref_rows.norm()).item() for o in (o_rows, o_heads)]
+                graphs = {}
+                side = torch.cuda.Stream()
+                for name, fn in (("rows", rows), ("heads", hds), ("sdpa", sdpa)):
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.stream(side):
+                        fn(side.cuda_stream)  # warm outside the capture
+                        side.synchronize()
+                        with torch.cuda.graph(g, stream=side):
+                            for _ in range(10):
+                                fn(side.cuda_stream)
+                    graphs[name] = g
+                times = {n: [] for n in graphs}
+                names = list(graphs)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                for r in range(args.rounds):
+                    for j in range(len(names)):
+                        n = names[(j + r) % len(names)]
+                        start.record()
+                        graphs[n].replay()
+                        end.record()
+                        end.synchronize()
+                        times[n].append(start.elapsed_time(end) * 100.0)  # ms per 10 calls -> us per call
+                t = {n: statistics.median(v) for n, v in times.items()}
+                print(f"| {model} | {B} | {S} | {'yes' if causal else 'no'} | {t['rows']:.1f} | {t['heads']:.1f} | "
+                      f"{t['sdpa']:.1f} | {t['rows'] / t['heads']:.3f}x | {t['sdpa'] / t['rows']:.3f}x | "
+                      f"{t['sdpa'] / t['heads']:.3f}x | {err[0]:.1e}, {err[1]:.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
