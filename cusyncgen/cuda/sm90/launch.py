@@ -88,7 +88,7 @@ def fmha(qkv: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_co
 def fmha_heads(q: int, k: int, v: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_count: int,
                stream: int = 0) -> None:
     """The same FMHA over q, k, v each [B, H, S, 128] contiguous (SDPA's layout) instead of the QKV
-    GeMM's rows: what the strided rows cost the stage (benchmarks/fmha_layout_probe.py)."""
+    GeMM's rows: what the strided rows cost the stage (cusyncgen/commands/fmha_layout.py)."""
     code = library().dll.cusync_sm90_fmha_heads(q, k, v, o, lse, B, H, S, int(causal), sm_count,
                                                 ctypes.c_void_p(stream))
     if code != 0:

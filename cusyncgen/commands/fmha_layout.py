@@ -7,7 +7,7 @@ best form gets q, k, v each [B, H, S, 128] contiguous. Per prompt point of `benc
 sm90`, this times the same FMHA on both layouts and SDPA (cuDNN) on the contiguous one, each a CUDA
 graph of 10 calls, in rotating rounds, and checks both FMHA outputs against SDPA's.
 
-    python benchmarks/fmha_layout_probe.py [--rounds 15]
+    python -m cusyncgen.commands.fmha_layout [--rounds 15]
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
     sms = driver.sm_count()
-    print(f"# python benchmarks/fmha_layout_probe.py --rounds {args.rounds} on {torch.cuda.get_device_name()}")
+    print(f"# python -m cusyncgen.commands.fmha_layout --rounds {args.rounds} on {torch.cuda.get_device_name()}")
     print("| model | B | S | causal | FMHA on the QKV rows (us) | FMHA on [B, H, S, D] (us) | SDPA cuDNN (us) | "
           "rows / heads | SDPA / rows | SDPA / heads | rel err rows, heads |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
