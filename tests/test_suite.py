@@ -119,3 +119,22 @@ def test_the_summary_reads_compute_sanitizer_output():
     assert ok and "RACECHECK SUMMARY: 2 hazards displayed" in line and "1 ok, 0 failed" in line
     assert sanitize.race_kinds(RACECHECK) == ["      2 Error: Race reported between Write access at void k<1>(P)+0x.",
                                               "      2 and Read access at void k<1>(P)+0x. [8 hazards]"]
+
+
+def test_the_fmha_layout_probe_says_what_it_needs():
+    """python -m cusyncgen.commands.fmha_layout: a bad argument is a usage error; without torch or an
+    sm_90 GPU a one-line reason, never a traceback."""
+    import sys
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "cusyncgen.commands.fmha_layout", *a], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+
+    r = run("--rounds", "0")
+    assert r.returncode == 2 and "--rounds must be at least 1" in r.stderr
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
+            pytest.skip("an sm_90 GPU is here: the probe would run")
+    r = run()
+    assert r.returncode == 1 and r.stderr.startswith("fmha_layout: needs ") and "Traceback" not in r.stderr

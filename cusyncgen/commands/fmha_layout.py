@@ -13,22 +13,34 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 POINTS = [(1, 512), (1, 1024), (1, 2048), (1, 4096), (4, 1024)]
 D = 128
 
 
-def main() -> None:
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cusyncgen.commands.fmha_layout",
+                                 description="The prompt's FMHA on the QKV GeMM's rows and on contiguous q, k, v, "
+                                             "against SDPA (cuDNN); sm_90, torch and the sm90 library needed.")
+    ap.add_argument("--rounds", type=int, default=15, help="rotating timing rounds (default 15)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as exc:
+        print(f"fmha_layout: needs torch ({exc})", file=sys.stderr)
+        return 1
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        print("fmha_layout: needs an sm_90 GPU", file=sys.stderr)
+        return 1
 
     from cusyncgen.cuda import driver
     from cusyncgen.cuda.sm90 import fmha, fmha_heads
     from cusyncgen.workloads.attention_sm90 import MODELS, heads
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
-    args = ap.parse_args()
     sms = driver.sm_count()
     print(f"# python -m cusyncgen.commands.fmha_layout --rounds {args.rounds} on {torch.cuda.get_device_name()}")
     print("| model | B | S | causal | FMHA on the QKV rows (us) | FMHA on [B, H, S, D] (us) | SDPA cuDNN (us) | "
@@ -89,7 +101,8 @@ def main() -> None:
                 print(f"| {model} | {B} | {S} | {'yes' if causal else 'no'} | {t['rows']:.1f} | {t['heads']:.1f} | "
                       f"{t['sdpa']:.1f} | {t['rows'] / t['heads']:.3f}x | {t['sdpa'] / t['rows']:.3f}x | "
                       f"{t['sdpa'] / t['heads']:.3f}x | {err[0]:.1e}, {err[1]:.1e} |", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
