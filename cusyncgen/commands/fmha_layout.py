@@ -5,7 +5,9 @@ The FMHA of the prompt (runtime_cuda/sm90/fmha.cu) reads Q, K, V from the QKV Ge
 [B S, 3 H 128]: a token's row of one head is 256 bytes, the next token's 3 H 256 bytes further. SDPA's
 best form gets q, k, v each [B, H, S, 128] contiguous. Per prompt point of `bench attention --kernel
 sm90`, this times the same FMHA on both layouts and SDPA (cuDNN) on the contiguous one, each a CUDA
-graph of 10 calls, in rotating rounds, and checks both FMHA outputs against SDPA's.
+graph of 10 calls, in rotating rounds, and checks both FMHA outputs against SDPA's. The last
+columns time the strided FMHA and SDPA as `bench attention --kernel sm90` times its stage rows: a
+graph of one call, ours replayed 30 times back to back, SDPA's synchronized after each replay.
 
     python -m cusyncgen.commands.fmha_layout [--rounds 15]
 """
@@ -44,8 +46,9 @@ def main(argv=None) -> int:
     sms = driver.sm_count()
     print(f"# python -m cusyncgen.commands.fmha_layout --rounds {args.rounds} on {torch.cuda.get_device_name()}")
     print("| model | B | S | causal | FMHA on the QKV rows (us) | FMHA on [B, H, S, D] (us) | SDPA cuDNN (us) | "
-          "rows / heads | SDPA / rows | SDPA / heads | rel err rows, heads |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "rows / heads | SDPA / rows | SDPA / heads | rel err rows, heads | as the bench: rows, SDPA (us) | "
+          "SDPA / rows |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     torch.manual_seed(0)
     for model in MODELS:
         H = heads(model)
@@ -75,32 +78,47 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
                 ref_rows = ref.permute(0, 2, 1, 3).reshape(B * S, H * D)
                 err = [((o.float() - ref_rows).norm() / ref_rows.norm()).item() for o in (o_rows, o_heads)]
-                graphs = {}
                 side = torch.cuda.Stream()
-                for name, fn in (("rows", rows), ("heads", hds), ("sdpa", sdpa)):
+
+                def graph(fn, calls):
                     g = torch.cuda.CUDAGraph()
                     with torch.cuda.stream(side):
                         fn(side.cuda_stream)  # warm outside the capture
                         side.synchronize()
                         with torch.cuda.graph(g, stream=side):
-                            for _ in range(10):
+                            for _ in range(calls):
                                 fn(side.cuda_stream)
-                    graphs[name] = g
-                times = {n: [] for n in graphs}
-                names = list(graphs)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    return g
+
+                def timed(g, replays, synced):
+                    """us per replay: the median of `replays` replays, synchronized after each or back to back"""
+                    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                          for _ in range(replays)]
+                    for a, b in ev:
+                        a.record()
+                        g.replay()
+                        b.record()
+                        if synced:
+                            b.synchronize()
+                    torch.cuda.synchronize()
+                    return statistics.median(a.elapsed_time(b) * 1000.0 for a, b in ev)
+
+                graphs = {n: graph(fn, 10) for n, fn in (("rows", rows), ("heads", hds), ("sdpa", sdpa))}
+                timers = {n: (lambda g=g: timed(g, 1, True) / 10) for n, g in graphs.items()}
+                g_rows, g_sdpa = graph(rows, 1), graph(sdpa, 1)
+                timers["bench rows"] = lambda: timed(g_rows, 30, False)
+                timers["bench sdpa"] = lambda: timed(g_sdpa, 30, True)
+                times = {n: [] for n in timers}
+                names = list(timers)
                 for r in range(args.rounds):
                     for j in range(len(names)):
                         n = names[(j + r) % len(names)]
-                        start.record()
-                        graphs[n].replay()
-                        end.record()
-                        end.synchronize()
-                        times[n].append(start.elapsed_time(end) * 100.0)  # ms per 10 calls -> us per call
+                        times[n].append(timers[n]())
                 t = {n: statistics.median(v) for n, v in times.items()}
                 print(f"| {model} | {B} | {S} | {'yes' if causal else 'no'} | {t['rows']:.1f} | {t['heads']:.1f} | "
                       f"{t['sdpa']:.1f} | {t['rows'] / t['heads']:.3f}x | {t['sdpa'] / t['rows']:.3f}x | "
-                      f"{t['sdpa'] / t['heads']:.3f}x | {err[0]:.1e}, {err[1]:.1e} |", flush=True)
+                      f"{t['sdpa'] / t['heads']:.3f}x | {err[0]:.1e}, {err[1]:.1e} | {t['bench rows']:.1f}, "
+                      f"{t['bench sdpa']:.1f} | {t['bench sdpa'] / t['bench rows']:.3f}x |", flush=True)
     return 0
 
 
