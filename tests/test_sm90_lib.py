@@ -226,9 +226,9 @@ namespace cusync_sm90 {
 }  // namespace cusync_sm90
 
 // the prompt's FMHA (fmha.cu): not built into the stub; every call "not supported"
-extern "C" int cusync_sm90_fmha(const void*, void*, float*, int, int, int, int, int, void*) { return 1; }
+extern "C" int cusync_sm90_fmha(const void*, void*, float*, int, int, int, int, int, int, void*) { return 1; }
 extern "C" int cusync_sm90_fmha_heads(const void*, const void*, const void*, void*, float*, int, int, int, int, int,
-                                      void*) { return 1; }
+                                      int, void*) { return 1; }
 
 extern "C" int stub_count(void) { return static_cast<int>(recs.size()); }
 extern "C" void stub_clear(void) { recs.clear(); }
@@ -403,3 +403,12 @@ def test_the_fmha_entry_names_the_shape_it_refuses(loaded):
         sm90.fmha(0, 0, 0, 1, 8, 296, True, 132)
     with pytest.raises(sm90.Sm90Error, match="FMHA B=2 H=12 S=100: the shape is not supported"):
         sm90.fmha_heads(0, 0, 0, 0, 0, 2, 12, 100, False, 132)
+    with pytest.raises(sm90.Sm90Error, match="FMHA schedule 'stream-k': one of cooperative, pingpong"):
+        sm90.fmha(0, 0, 0, 1, 12, 512, False, 132, schedule="stream-k")
+    assert not _recorded(loaded)
+
+
+def test_the_fmha_schedule_follows_the_measurement():
+    assert sm90.fmha_schedule(1, 2048, True) == sm90.fmha_schedule(1, 4096, True) == "cooperative"
+    assert {sm90.fmha_schedule(B, S, c) for B, S, c in ((1, 1024, True), (4, 1024, True), (1, 4096, False),
+                                                        (4, 1024, False))} == {"pingpong"}

@@ -241,9 +241,8 @@ class Library:
         d.cusync_sm90_stock_gemm.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                              ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                              ctypes.c_int, ctypes.c_void_p]
-        d.cusync_sm90_fmha.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-        d.cusync_sm90_fmha_heads.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_void_p]
+        d.cusync_sm90_fmha.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p]
+        d.cusync_sm90_fmha_heads.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6 + [ctypes.c_void_p]
         self.configs = tuple(c for c in d.cusync_sm90_configs().decode().split(",") if c)
         self.stock_configs = tuple(c for c in d.cusync_sm90_stock_configs().decode().split(",") if c)
 
