@@ -62,7 +62,10 @@ __device__ __forceinline__ bool tiles_posted(const PolicyDesc& pol, const uint32
 }
 
 // Poll until tiles_posted, backing off 64 ns -> 1 us, `spin()` between polls; false where the
-// launch gave up (this wait timed out: recorded as stage `stage`'s; or another did).
+// launch gave up (this wait timed out: recorded as stage `stage`'s; or another did). A stage-s wait
+// gives up after s timeouts: one that cannot be met makes every later stage's waits wait too, and the
+// first to time out -- the one the record keeps -- is then the cause (an attention item's wait
+// on the QKV GeMM), not a consequence that happened to start polling first.
 template <class TileAt, class Spin>
 __device__ __forceinline__ bool poll(const CusyncDecodeParams& p, const PolicyDesc& pol, const uint32_t* sems, int n,
                                      TileAt&& tile_at, uint32_t posts, uint32_t epoch, int stage, int consumer,
@@ -74,7 +77,7 @@ __device__ __forceinline__ bool poll(const CusyncDecodeParams& p, const PolicyDe
     if (tiles_posted(pol, sems, n, tile_at, posts, epoch, &bad)) return true;
     spin();
     if (gave_up(p.debug)) return false;
-    if (p.timeout_ns > 0 && global_timer_ns() - start > p.timeout_ns) {
+    if (p.timeout_ns > 0 && global_timer_ns() - start > p.timeout_ns * (stage > 1 ? stage : 1)) {
       if (threadIdx.x % 32 == 0) {
         const Tile t = tile_at(bad);
         const int sem = pol.sem(t);
