@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "cusync/sync.h"
+#include "kernels/decode_mlp.cuh"   // ld_once
 
 extern "C" {
 typedef struct {
@@ -46,15 +47,6 @@ constexpr int kHeadDim = 128;
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = 32 * kAttnWarps;
 constexpr int kMaxSplits = 512;   // splits a head's combine weighs
-
-// The cache is read once, and never written in a launch that reads it (past the new key).
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -98,8 +90,9 @@ __device__ __forceinline__ void attention_item(const CusyncDecodeAttnParams& p, 
   auto key_row = [&](const __half* cache, const __half* fresh, int key) {
     return key < p.past ? cache + static_cast<size_t>(key) * D + l16 * 8 : fresh + l16 * 8;
   };
+  // the cache is read once and never written in a launch that reads it (past the new key)
   auto load = [&](const __half* ptr, int key) {
-    return key < p.past ? ld_stream(ptr) : *reinterpret_cast<const uint4*>(ptr);
+    return key < p.past ? ld_once(ptr) : *reinterpret_cast<const uint4*>(ptr);
   };
 
   float q[8];

@@ -92,6 +92,21 @@ __device__ __forceinline__ bool poll(const CusyncDecodeParams& p, const PolicyDe
   }
 }
 
+// An attention item's wait (warp 0): head h's Q, K and V tiles -- g1 tiles h, NH + h, 2 NH + h of
+// row tile 0 -- each posted `posts` times this launch; false where the launch gave up.
+__device__ __forceinline__ bool wait_head_qkv(const CusyncDecodeParams& p, const CusyncDecodeAttnParams& a,
+                                              const PolicyDesc& pol, int h, uint32_t posts, uint32_t epoch, int item) {
+  return poll(p, pol, p.sems, 3, [&](int i) { return Tile{h + i * a.heads, 0, 0}; }, posts, epoch, 1, item, [] {});
+}
+
+// The post of a finished (sequence, head) `bh` of O, after the block's stores of it (every thread
+// calls it: the fence and barrier order their stores before thread 0's release).
+__device__ __forceinline__ void post_head(const CusyncDecodeAttnChainParams& c, int bh) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) red_release_add(c.o_sems + PolicyDesc{c.o_policy}.sem(Tile{0, 0, bh}), 1u);
+}
+
 // The output GeMM's wait (run_gemm's Wait): 64-column tiles [t0, t1] of O are head t * 64 / D's
 // columns, ready when gT's tiles (0, 0, b NH + h) are posted for every sequence b. Heads become
 // known-ready in order: [0, ready).
@@ -151,20 +166,11 @@ __device__ __forceinline__ void attention_chain(const CusyncDecodeAttnChainParam
     const int h = (item / a.splits) % a.heads;
     __syncthreads();   // the previous item's shared memory is read
     if (warp == 0) {
-      if (!off)   // head h's Q, K and V tiles: g1 tiles h, NH + h, 2 NH + h of row tile 0
-        off = !poll(p, qkv_pol, p.sems, 3, [&](int i) { return Tile{h + i * a.heads, 0, 0}; }, qkv_posts, epoch, 1,
-                    item, [] {});
+      if (!off) off = !wait_head_qkv(p, a, qkv_pol, h, qkv_posts, epoch, item);
       if (lane == 0) off_s = off;
     }
     __syncthreads();
-    attention_item<U>(a, item, [&](int done_bh) {
-      __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        const PolicyDesc pol{c.o_policy};
-        red_release_add(c.o_sems + pol.sem(Tile{0, 0, done_bh}), 1u);
-      }
-    });
+    attention_item<U>(a, item, [&](int done_bh) { post_head(c, done_bh); });
   }
   mark(2);
   HeadWait hw{&c, epoch};
@@ -206,18 +212,10 @@ __device__ __forceinline__ void attention_stage(const CusyncDecodeAttnChainParam
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, item = blockIdx.x;
   const int h = (item / a.splits) % a.heads;
-  if (warp == 0)
-    poll(p, PolicyDesc{p.policy}, p.sems, 3, [&](int i) { return Tile{h + i * a.heads, 0, 0}; },
-         static_cast<uint32_t>(p.gemm[0].tile_cols / 32), epoch, 1, item, [] {});   // 32 rows a warp post
+  if (warp == 0)   // 32 rows a warp post
+    wait_head_qkv(p, a, PolicyDesc{p.policy}, h, static_cast<uint32_t>(p.gemm[0].tile_cols / 32), epoch, item);
   __syncthreads();
-  attention_item<U>(a, item, [&](int done_bh) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const PolicyDesc pol{c.o_policy};
-      red_release_add(c.o_sems + pol.sem(Tile{0, 0, done_bh}), 1u);
-    }
-  });
+  attention_item<U>(a, item, [&](int done_bh) { post_head(c, done_bh); });
 }
 
 template <class S>

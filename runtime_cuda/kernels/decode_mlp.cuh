@@ -81,8 +81,9 @@ struct Shape {
   static_assert(RW == 16 || RW == 32, "a warp holds one or two m16 blocks of rows");
 };
 
-// The weights are read once: past L1 (which keeps X's lines for the block's other warps).
-__device__ __forceinline__ uint4 ld_weights(const void* p) {
+// Data read once (the weights; the attention's KV cache, never written in a launch that reads it):
+// past L1, which keeps X's lines for the block's other warps.
+__device__ __forceinline__ uint4 ld_once(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -348,14 +349,14 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
     if constexpr (S::PACKED) {
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        buf[i] = ld_weights(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
+        buf[i] = ld_once(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
     } else {
       const char* base = w + static_cast<size_t>(c.rb * S::ROWS + warp * S::RW + gid) * ldw +
                          (c.ks * S::STEP_K + t4 * 8) * 2;
       const int c0 = c.ks * S::STEP_K;
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        buf[i] = (!ragged || c0 + (i % CK) * 32 < g.k) ? ld_weights(base + (i / CK) * ldw8 + (i % CK) * 64)
+        buf[i] = (!ragged || c0 + (i % CK) * 32 < g.k) ? ld_once(base + (i / CK) * ldw8 + (i % CK) * 64)
                                                         : make_uint4(0u, 0u, 0u, 0u);
     }
   };

@@ -92,26 +92,28 @@ def _schedule(B: int, S: int, causal: bool, schedule) -> int:
     return FMHA_SCHEDULES[name]
 
 
+def _fmha_check(code: int, B: int, H: int, S: int, causal: bool) -> None:
+    if code != 0:
+        raise Sm90Error(f"FMHA B={B} H={H} S={S}{' causal' if causal else ''}: {FMHA_ERRORS.get(code, code)}")
+
+
 def fmha(qkv: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_count: int, stream: int = 0,
          schedule: str | None = None) -> None:
     """The prompt's attention on CUTLASS's Hopper FMHA forward (runtime_cuda/sm90/fmha.cu): Q, K, V
     read from the QKV GeMM's output [B S, 3 H 128] (fp16), O written as [B S, H 128], lse [B, H, S]
     fp32; causal or full, S any length; `schedule` one of FMHA_SCHEDULES (None: fmha_schedule).
     Launched on `stream` (arguments built each call)."""
-    code = library().dll.cusync_sm90_fmha(qkv, o, lse, B, H, S, int(causal), _schedule(B, S, causal, schedule),
-                                          sm_count, ctypes.c_void_p(stream))
-    if code != 0:
-        raise Sm90Error(f"FMHA B={B} H={H} S={S}{' causal' if causal else ''}: {FMHA_ERRORS.get(code, code)}")
+    _fmha_check(library().dll.cusync_sm90_fmha(qkv, o, lse, B, H, S, int(causal), _schedule(B, S, causal, schedule),
+                                               sm_count, ctypes.c_void_p(stream)), B, H, S, causal)
 
 
 def fmha_heads(q: int, k: int, v: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_count: int,
                stream: int = 0, schedule: str | None = None) -> None:
     """The same FMHA over q, k, v each [B, H, S, 128] contiguous (SDPA's layout) instead of the QKV
     GeMM's rows: what the strided rows cost the stage (cusyncgen/commands/fmha_layout.py)."""
-    code = library().dll.cusync_sm90_fmha_heads(q, k, v, o, lse, B, H, S, int(causal),
-                                                _schedule(B, S, causal, schedule), sm_count, ctypes.c_void_p(stream))
-    if code != 0:
-        raise Sm90Error(f"FMHA B={B} H={H} S={S}{' causal' if causal else ''}: {FMHA_ERRORS.get(code, code)}")
+    _fmha_check(library().dll.cusync_sm90_fmha_heads(q, k, v, o, lse, B, H, S, int(causal),
+                                                     _schedule(B, S, causal, schedule), sm_count,
+                                                     ctypes.c_void_p(stream)), B, H, S, causal)
 
 
 def plan_flags(step: Step) -> LaunchFlag:
