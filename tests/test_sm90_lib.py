@@ -56,12 +56,13 @@ int main() {
 
 def test_every_instantiation_and_table_comes_from_configs_def():
     # one translation unit per line, compiled from config.cu / stock.cu with the line's fields (and
-    # the prompt's FMHA, fmha.cu, once)
+    # the prompt's FMHA, fmha.cu, twice: its stock kernels and the synchronized ones)
     assert not list(SRC.glob("config_*.cu")) and not list(SRC.glob("stock_*.cu"))
     units = {name: (path.name, defines) for name, path, defines in lib.units()}
-    assert set(units) == ({"api", "fmha"} | {f"config_{c}" for c in sm90.CONFIGS}
+    assert set(units) == ({"api", "fmha", "fmha_sync"} | {f"config_{c}" for c in sm90.CONFIGS}
                           | {f"stock_{c}" for c in sm90.STOCK_CONFIGS})
-    assert units["fmha"] == ("fmha.cu", [])
+    assert units["fmha"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=0"])
+    assert units["fmha_sync"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=1"])
     assert units["config_128x192x64tma"] == ("config.cu", [
         "-DCUSYNC_SM90_TILE_FN=plan_128x192x64tma", "-DCUSYNC_SM90_BM=128", "-DCUSYNC_SM90_BN=192",
         "-DCUSYNC_SM90_BK=64", "-DCUSYNC_SM90_PINGPONG=0", "-DCUSYNC_SM90_EPI_COLS=96"])
@@ -229,6 +230,14 @@ namespace cusync_sm90 {
 extern "C" int cusync_sm90_fmha(const void*, void*, float*, int, int, int, int, int, int, void*) { return 1; }
 extern "C" int cusync_sm90_fmha_heads(const void*, const void*, const void*, void*, float*, int, int, int, int, int,
                                       int, void*) { return 1; }
+// the synchronized one: its argument check (fmha.cu's), then "not supported"
+extern "C" int cusync_sm90_fmha_sync(const void*, void*, float*, int, int, int S, int, int, int,
+                                     const CusyncSm90FmhaSync* sy, void*) {
+  if (sy == nullptr || (sy->in_sems != nullptr && (sy->ticket == nullptr || sy->in_tile_m <= 0)) ||
+      (sy->out_sems != nullptr && S % CUSYNC_SM90_FMHA_O_ROWS != 0))
+    return 6;
+  return 1;
+}
 
 extern "C" int stub_count(void) { return static_cast<int>(recs.size()); }
 extern "C" void stub_clear(void) { recs.clear(); }
@@ -405,6 +414,14 @@ def test_the_fmha_entry_names_the_shape_it_refuses(loaded):
         sm90.fmha_heads(0, 0, 0, 0, 0, 2, 12, 100, False, 132)
     with pytest.raises(sm90.Sm90Error, match="FMHA schedule 'stream-k': one of cooperative, pingpong"):
         sm90.fmha(0, 0, 0, 1, 12, 512, False, 132, schedule="stream-k")
+    sync = sm90.FmhaSync()
+    sync.in_sems, sync.in_tile_m, sync.in_tile_n = 64, 128, 128   # tile waits without a ticket
+    with pytest.raises(sm90.Sm90Error, match="FMHA B=1 H=8 S=512: bad synchronization arguments"):
+        sm90.fmha_sync(0, 0, 0, 1, 8, 512, False, 132, sync)
+    sync = sm90.FmhaSync()
+    sync.out_sems = 64                                             # O's 64-row tiles do not fit S = 520
+    with pytest.raises(sm90.Sm90Error, match="bad synchronization arguments"):
+        sm90.fmha_sync(0, 0, 0, 1, 8, 520, False, 132, sync)
     assert not _recorded(loaded)
 
 

@@ -20,3 +20,5 @@ CUSYNC_SM90_EXPORT_ABI(CusyncSm90Gemm, A, B, C, M, N, K, ldc, epilogue, order, i
                        out_policy, out_sems, splits, split_from, store, in_tile_m)
 CUSYNC_SM90_EXPORT_ABI(CusyncSm90Debug, failed, stage, producer, tile_x, tile_y, tile_z, sem, seen, expected,
                        consumer_x, consumer_y, consumer_z, block, claimed)
+CUSYNC_SM90_EXPORT_ABI(CusyncSm90FmhaSync, in_policy, in_sems, in_tile_m, in_tile_n, out_policy, out_sems, ticket,
+                       flags, timeout_ns, debug)

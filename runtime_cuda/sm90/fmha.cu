@@ -3,6 +3,9 @@
 // and V straight from the QKV GeMM's output [tokens, 3 NH D] (token b S + s; columns Q heads, K
 // heads, V heads: examples/attention_*.dep's g1 tiles) and writing O as [tokens, NH D] for the
 // output GeMM: strides, no permute copy. D = 128, fp16, fp32 accumulation, 128 x 128 tiles.
+// Built twice (lib.py units): CUSYNC_FMHA_SYNC=0 the stock kernels (cusync_sm90_fmha, _heads),
+// =1 the synchronized ones (cusync_sm90_fmha_sync: cusync/sm90/fmha_sync.h's adaptors in the same
+// kernel), so that the two compile in parallel.
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
@@ -10,6 +13,13 @@
 #include "collective/fmha_fusion.hpp"
 #include "device/device_universal.hpp"
 #include "kernel/fmha_kernel_builder.hpp"
+
+#include "cusync/sm90/fmha_sync.h"
+#include "sm90_api.h"
+
+#ifndef CUSYNC_FMHA_SYNC
+#define CUSYNC_FMHA_SYNC 0
+#endif
 
 namespace {
 using namespace cute;
@@ -31,6 +41,7 @@ using Fmha = cutlass::device::Universal<typename cutlass::fmha::kernel::FmhaBuil
 using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 
+#if !CUSYNC_FMHA_SYNC
 // q, k, v: element (batch b, head h, token s, d) at b * sb + h * sh + s * ld + d
 template <class Fusion, class Schedule>
 int run(const void* q, const void* k, const void* v, int ld, int sb, int sh, void* o, float* lse, int B, int H,
@@ -67,8 +78,98 @@ int dispatch(int schedule, const void* q, const void* k, const void* v, int ld, 
   if (schedule == 1) return dispatch<Pingpong>(q, k, v, ld, sb, sh, o, lse, B, H, S, causal, sm_count, s);
   return 5;
 }
+#endif
 }  // namespace
 
+#if CUSYNC_FMHA_SYNC
+// (a named namespace: a kernel instantiated from the anonymous one makes the host stub's
+// reference to it ambiguous with CuTe's anonymous namespace)
+namespace cusync_sm90_fmha {
+using cute::_1;
+using cute::make_tuple;
+// The synchronized kernels: the builder's collectives (the ping-pong schedule is the cooperative
+// one, persistent, Q loaded by a warp of its own), wrapped.
+using cutlass::fmha::kernel::Option;
+using cutlass::fmha::kernel::Tag;
+template <class Fusion, class... Options>
+struct SyncKernelOf {
+  using Builder = cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV,
+                                                     Fusion, Cooperative, Options...>;
+  static constexpr bool kQApart =
+      cutlass::fmha::kernel::find_option_t<Tag::kLoadsQSeparately, cute::false_type, Options...>::value;
+  using Mainloop = cusync::sm90::SyncFmhaMainloop<typename Builder::CollectiveMainloop, kQApart>;
+  using Epilogue = cusync::sm90::PostingFmhaEpilogue<typename Builder::CollectiveEpilogue>;
+  using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<Mainloop, Epilogue,
+                                                                     typename Builder::TileScheduler, Options...>;
+};
+template <class Fusion, class Schedule>
+struct SyncKernel;
+template <class Fusion>
+struct SyncKernel<Fusion, Cooperative> : SyncKernelOf<Fusion> {};
+template <class Fusion>
+struct SyncKernel<Fusion, Pingpong>
+    : SyncKernelOf<Fusion, Option<Tag::kIsPersistent, cute::true_type>, Option<Tag::kLoadsQSeparately, cute::true_type>> {};
+
+template <class Fusion, class Schedule>
+int run_sync(const void* qkv, void* o, float* lse, int B, int H, int S, bool causal, int sm_count,
+             const CusyncSm90FmhaSync& sy, cudaStream_t stream) {
+  using K = SyncKernel<Fusion, Schedule>;
+  using Kernel = typename K::Kernel;
+  constexpr int D = 128;
+  const int ld = 3 * H * D;
+  const auto* q = static_cast<const Element*>(qkv);
+  StrideQKV s_in{ld, _1{}, make_tuple(S * ld, D)};
+  StrideQKV s_o{H * D, _1{}, make_tuple(S * H * D, D)};
+  StrideLSE s_lse{_1{}, make_tuple(H * S, S)};
+  typename K::Mainloop::Arguments ml{};
+  static_cast<typename K::Builder::CollectiveMainloop::Arguments&>(ml) = {q, s_in, q + H * D, s_in, q + 2 * H * D, s_in};
+  ml.causal = causal;
+  cusync::sm90::FmhaSync& f = ml.sync;
+  f.in_policy = cusync::PolicyDesc{sy.in_policy};
+  f.in_sems = sy.in_sems;
+  f.in_tile_m = sy.in_tile_m;
+  f.in_tile_n = sy.in_tile_n;
+  f.out_policy = cusync::PolicyDesc{sy.out_policy};
+  f.out_sems = sy.out_sems;
+  f.ticket = sy.ticket;
+  f.trigger = (sy.flags & CUSYNC_SM90_PDL_TRIGGER) != 0;
+  f.pdl_wait = (sy.flags & CUSYNC_SM90_PDL_WAIT) != 0;
+  f.timeout_ns = sy.timeout_ns;
+  f.debug = sy.debug;
+  typename K::Epilogue::Arguments ep{};
+  static_cast<typename K::Builder::CollectiveEpilogue::Arguments&>(ep) = {static_cast<Element*>(o), s_o, lse, s_lse};
+  ep.out_policy = f.out_policy;
+  ep.out_sems = sy.out_sems;
+  cutlass::KernelHardwareInfo hw;
+  hw.device_id = 0;
+  hw.sm_count = sm_count;
+  typename Kernel::Arguments args{ProblemShape{B, H, S, S, D}, ml, ep, hw};
+  if (!Kernel::can_implement(args)) return 1;
+  auto params = Kernel::to_underlying_arguments(args, nullptr);
+  const int smem = Kernel::SharedStorageSize;
+  if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+      cudaSuccess)
+    return 4;
+  void* kernel_params[] = {&params};
+  if (cutlass::ClusterLauncher::launch(Kernel::get_grid_shape(params), dim3(1, 1, 1), Kernel::get_block_shape(), smem,
+                                      stream, reinterpret_cast<const void*>(cutlass::device_kernel<Kernel>),
+                                      kernel_params, (sy.flags & CUSYNC_SM90_PDL_LAUNCH) != 0) !=
+      cutlass::Status::kSuccess)
+    return 3;
+  return cudaGetLastError() == cudaSuccess ? 0 : 4;
+}
+
+template <class Schedule>
+int dispatch_sync(const void* qkv, void* o, float* lse, int B, int H, int S, int causal, int sm_count,
+                  const CusyncSm90FmhaSync& sy, cudaStream_t s) {
+  if (causal) return run_sync<CausalFusion, Schedule>(qkv, o, lse, B, H, S, true, sm_count, sy, s);
+  if (S % 128) return run_sync<ResidualFusion, Schedule>(qkv, o, lse, B, H, S, false, sm_count, sy, s);
+  return run_sync<DefaultFusion, Schedule>(qkv, o, lse, B, H, S, false, sm_count, sy, s);
+}
+}  // namespace cusync_sm90_fmha
+#endif
+
+#if !CUSYNC_FMHA_SYNC
 extern "C" {
 // O = softmax(Q K^T / sqrt(D)) V per (sequence, head) of B sequences of S tokens, H heads, D = 128;
 // causal: each query attends to the keys up to its own. lse: [B, H, S] fp32 (log-sum-exp). schedule:
@@ -91,3 +192,23 @@ int cusync_sm90_fmha_heads(const void* q, const void* k, const void* v, void* o,
                   static_cast<cudaStream_t>(stream));
 }
 }
+#else
+extern "C" {
+// The stage synchronized (CusyncSm90FmhaSync, sm90_api.h): the same arguments as cusync_sm90_fmha,
+// plus what it waits on, posts and how it is launched. 6: bad synchronization arguments (tile waits
+// without a ticket or tile sizes, posts where S is not a multiple of CUSYNC_SM90_FMHA_O_ROWS).
+int cusync_sm90_fmha_sync(const void* qkv, void* o, float* lse, int B, int H, int S, int causal, int schedule,
+                          int sm_count, const CusyncSm90FmhaSync* sync, void* stream) {
+  if (sync == nullptr) return 6;
+  const CusyncSm90FmhaSync& sy = *sync;
+  if (sy.in_sems != nullptr && (sy.ticket == nullptr || sy.in_tile_m <= 0 || sy.in_tile_n <= 0)) return 6;
+  if (sy.out_sems != nullptr && S % CUSYNC_SM90_FMHA_O_ROWS != 0) return 6;
+  static_assert(CUSYNC_SM90_FMHA_O_ROWS == cusync::sm90::FmhaSync::kORows, "one O tile size");
+  auto s = static_cast<cudaStream_t>(stream);
+  using namespace cusync_sm90_fmha;
+  if (schedule == 0) return dispatch_sync<Cooperative>(qkv, o, lse, B, H, S, causal, sm_count, sy, s);
+  if (schedule == 1) return dispatch_sync<Pingpong>(qkv, o, lse, B, H, S, causal, sm_count, sy, s);
+  return 5;
+}
+}
+#endif

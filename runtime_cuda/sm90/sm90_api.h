@@ -88,6 +88,25 @@ typedef struct {
 // index in the plan; tile_*: the producer tile; consumer_*: the waiting tile).
 typedef CusyncDebugRecord CusyncSm90Debug;
 
+// The prompt's attention stage synchronized (cusync_sm90_fmha_sync): CUTLASS's Hopper FMHA whose
+// load warps wait for the QKV GeMM's tiles of their work item's head (Q rows of the item's query
+// tile; K and V rows up to its last key, causal or not) and whose consumer warp groups post O's
+// tiles once stored: O tile (head h, row block r) = rows [r CUSYNC_SM90_FMHA_O_ROWS, +ROWS) of
+// [B S, NH D] at columns [h D, (h + 1) D) (each warp group's share of a query tile; S a multiple of
+// the rows where out_sems is set).
+#define CUSYNC_SM90_FMHA_O_ROWS 64
+typedef struct {
+  CusyncSm90Policy in_policy;   // the QKV GeMM's policy (sem and value of its tile (x, y, 0))
+  const uint32_t* in_sems;      // null: no tile wait
+  int32_t in_tile_m, in_tile_n; // the QKV GeMM's tile (BM, BN)
+  CusyncSm90Policy out_policy;  // O's tiles (h, r, 0)
+  uint32_t* out_sems;           // null: no post
+  unsigned long long* ticket;   // a zeroed counter of the stage's waits (its epochs); needed with in_sems
+  int32_t flags;                // CusyncSm90Flags
+  int64_t timeout_ns;           // > 0: a wait gives up after this long and fills *debug (stage 1)
+  CusyncSm90Debug* debug;
+} CusyncSm90FmhaSync;
+
 // Names of the tile configurations this library holds, comma-separated (e.g. "128x128x64,..."):
 // configs.def's CUSYNC_SM90_TILE lines, in its order.
 const char* cusync_sm90_configs(void);

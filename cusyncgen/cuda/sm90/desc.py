@@ -87,8 +87,23 @@ class Debug(ctypes.Structure):
                 ("block", ctypes.c_int32), ("claimed", ctypes.c_int32)]
 
 
+class FmhaSync(ctypes.Structure):
+    """CusyncSm90FmhaSync: the prompt's attention stage synchronized -- the QKV GeMM's tiles it waits
+    on (in_*), O's tiles it posts (out_*: tile (head, row block of FMHA_O_ROWS rows)), its ticket,
+    launch flags (LaunchFlag values), timeout and debug record."""
+
+    _fields_ = [("in_policy", Policy), ("in_sems", ctypes.c_void_p), ("in_tile_m", ctypes.c_int32),
+                ("in_tile_n", ctypes.c_int32), ("out_policy", Policy), ("out_sems", ctypes.c_void_p),
+                ("ticket", ctypes.c_void_p), ("flags", ctypes.c_int32), ("timeout_ns", ctypes.c_int64),
+                ("debug", ctypes.c_void_p)]
+
+
+#: an O tile's rows in the synchronized FMHA (CUSYNC_SM90_FMHA_O_ROWS: one consumer warp group's share)
+FMHA_O_ROWS = 64
+
 # The structs the library exports the layouts of (abi.h), by their C names.
-STRUCTS = {"CusyncSm90Policy": Policy, "CusyncSm90Order": Order, "CusyncSm90Gemm": Gemm, "CusyncSm90Debug": Debug}
+STRUCTS = {"CusyncSm90Policy": Policy, "CusyncSm90Order": Order, "CusyncSm90Gemm": Gemm, "CusyncSm90Debug": Debug,
+           "CusyncSm90FmhaSync": FmhaSync}
 
 
 def policy_desc(p) -> Policy:
@@ -96,6 +111,14 @@ def policy_desc(p) -> Policy:
     generated header's `<policy>_desc()` holds; cusync/desc.h evaluates it like PolicyIR)."""
     kinds, params, extent, num = p.desc()
     return Policy((ctypes.c_int32 * 3)(*kinds), (ctypes.c_int32 * 3)(*params), (ctypes.c_int32 * 3)(*extent), num)
+
+
+def permuted_policy(d: Policy, dims: tuple) -> Policy:
+    """The same policy over tiles whose coordinates are d's in the order `dims` (new dim i is d's
+    dim dims[i]): the same groups and values, the semaphores numbered in the new order -- a
+    producer and a consumer that both see tiles that way agree."""
+    return Policy((ctypes.c_int32 * 3)(*(d.kind[i] for i in dims)), (ctypes.c_int32 * 3)(*(d.param[i] for i in dims)),
+                  (ctypes.c_int32 * 3)(*(d.extent[i] for i in dims)), d.num_sems)
 
 
 def order_desc(o) -> Order:

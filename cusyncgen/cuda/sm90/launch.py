@@ -22,7 +22,7 @@ from typing import Sequence
 from cusyncgen.cuda.chain import StageFlag, Step, launches, steps
 from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
 from cusyncgen.cuda.lazy import torch
-from cusyncgen.cuda.sm90.desc import EPI_SWIGLU_PAIR, Debug, Gemm, LaunchFlag, policy_desc
+from cusyncgen.cuda.sm90.desc import EPI_SWIGLU_PAIR, Debug, FmhaSync, Gemm, LaunchFlag, policy_desc
 from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.lib import library
 from cusyncgen.cuda.sm90.tiles import tile_dims
@@ -73,7 +73,9 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
 
 
 FMHA_ERRORS = {1: "the shape is not supported", 2: "a workspace is needed", 3: "the launch failed",
-               4: "a CUDA error after the launch", 5: "no such schedule"}
+               4: "a CUDA error after the launch", 5: "no such schedule",
+               6: "bad synchronization arguments (tile waits without a ticket or tile sizes, or O posted where "
+                  "S is not a multiple of its row tile)"}
 #: the FMHA's kernel schedules (fmha.cu): a CTA per 128-query tile, or CUTLASS's persistent ping-pong
 FMHA_SCHEDULES = {"cooperative": 0, "pingpong": 1}
 
@@ -114,6 +116,23 @@ def fmha_heads(q: int, k: int, v: int, o: int, lse: int, B: int, H: int, S: int,
     _fmha_check(library().dll.cusync_sm90_fmha_heads(q, k, v, o, lse, B, H, S, int(causal),
                                                      _schedule(B, S, causal, schedule), sm_count,
                                                      ctypes.c_void_p(stream)), B, H, S, causal)
+
+
+def fmha_sync(qkv: int, o: int, lse: int, B: int, H: int, S: int, causal: bool, sm_count: int, sync: FmhaSync,
+              stream: int = 0, schedule: str | None = None) -> None:
+    """fmha() synchronized (cusync/sm90/fmha_sync.h): `sync` (desc.FmhaSync) says which QKV GeMM
+    tiles each work item waits for, where O's tiles are posted and how it is launched (PDL)."""
+    _fmha_check(library().dll.cusync_sm90_fmha_sync(qkv, o, lse, B, H, S, int(causal),
+                                                    _schedule(B, S, causal, schedule), sm_count,
+                                                    ctypes.byref(sync), ctypes.c_void_p(stream)), B, H, S, causal)
+
+
+def debug_message(d: Debug) -> str | None:
+    """What a debug record says (None: no wait timed out)."""
+    if not d.failed:
+        return None
+    return (f"a wait timed out: block {d.block} gemm {d.stage} tile ({d.consumer_x}, {d.consumer_y}) producer tile "
+            f"({d.tile_x}, {d.tile_y}) sem {d.sem} seen {d.seen} target {d.expected}")
 
 
 def plan_flags(step: Step) -> LaunchFlag:
@@ -207,11 +226,7 @@ class Sm90Chain:
     def timed_out(self) -> str | None:
         """What the first wait that timed out saw (after synchronizing), or None."""
         words = self.debug.cpu().tolist()[:ctypes.sizeof(Debug) // 4]
-        d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
-        if not d.failed:
-            return None
-        return (f"a wait timed out: block {d.block} gemm {d.stage} tile ({d.consumer_x}, {d.consumer_y}) producer tile "
-                f"({d.tile_x}, {d.tile_y}) sem {d.sem} seen {d.seen} target {d.expected}")
+        return debug_message(Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words)))
 
     def check_debug(self):
         """Raise if a wait of this chain timed out (call after synchronizing)."""

@@ -2,7 +2,8 @@
 
 Building needs nvcc and the CUTLASS headers of the nvidia-cutlass wheel, not a GPU: api.cu, then
 config.cu once per tile configuration and stock.cu once per stock reference of configs.def, and
-fmha.cu (CUTLASS's Hopper FMHA, from the wheel's examples/88_hopper_fmha) (each its own object,
+fmha.cu twice (CUTLASS's Hopper FMHA, from the wheel's examples/88_hopper_fmha: its stock kernels,
+and the synchronized ones) (each its own object,
 built in parallel), linked with the static cudart. The library is cached under
 ``$CUSYNCGEN_CACHE`` (or ``~/.cache/cusyncgen``) by the hash of its sources and options, so it can
 be built here and carried to the GPU machine (``python -m cusyncgen.commands.sm90 build``).
@@ -27,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cusyncgen.cuda import abi
-from cusyncgen.cuda.sm90.desc import STRUCTS, Gemm
+from cusyncgen.cuda.sm90.desc import STRUCTS, FmhaSync, Gemm
 from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.tiles import STOCK_TILES, TILES, source_dir
 
@@ -114,13 +115,14 @@ def source_hash() -> str:
 
 def units() -> list[tuple[str, Path, list[str]]]:
     """(object name, source, its -D flags) of every translation unit: api.cu, config.cu per tile
-    configuration, stock.cu per stock reference (configs.def), fmha.cu (the prompt's attention on
-    CUTLASS's Hopper FMHA)."""
+    configuration, stock.cu per stock reference (configs.def), fmha.cu twice (the prompt's attention on
+    CUTLASS's Hopper FMHA: stock, and synchronized)."""
     src = source_dir()
     return ([("api", src / "api.cu", [f"-DCUSYNC_SM90_SOURCE_HASH={source_hash()}"])]
             + [(f"config_{t.name}", src / "config.cu", t.defines) for t in TILES]
             + [(f"stock_{s.name}", src / "stock.cu", s.defines) for s in STOCK_TILES]
-            + [("fmha", src / "fmha.cu", [])])
+            + [("fmha", src / "fmha.cu", ["-DCUSYNC_FMHA_SYNC=0"]),
+               ("fmha_sync", src / "fmha.cu", ["-DCUSYNC_FMHA_SYNC=1"])])
 
 
 def build(nvcc: str = "nvcc", jobs: int | None = None, defines: tuple = (), verbose: bool = False,
@@ -243,6 +245,8 @@ class Library:
                                              ctypes.c_int, ctypes.c_void_p]
         d.cusync_sm90_fmha.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 6 + [ctypes.c_void_p]
         d.cusync_sm90_fmha_heads.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6 + [ctypes.c_void_p]
+        d.cusync_sm90_fmha_sync.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int] * 6
+                                            + [ctypes.POINTER(FmhaSync), ctypes.c_void_p])
         self.configs = tuple(c for c in d.cusync_sm90_configs().decode().split(",") if c)
         self.stock_configs = tuple(c for c in d.cusync_sm90_stock_configs().decode().split(",") if c)
 
