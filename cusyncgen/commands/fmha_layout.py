@@ -7,8 +7,9 @@ best form gets q, k, v each [B, H, S, 128] contiguous. Per prompt point of `benc
 sm90`, this times the same FMHA on both layouts and SDPA (cuDNN) on the contiguous one, each a CUDA
 graph of 10 calls, in rotating rounds, and checks both FMHA outputs against SDPA's; on the QKV rows
 both kernel schedules (cooperative, ping-pong), the others with the one `fmha_schedule` picks. The last
-columns time the strided FMHA and SDPA as `bench attention --kernel sm90` times its stage rows: a
-graph of one call, ours replayed 30 times back to back, SDPA's synchronized after each replay.
+columns time a graph of one call, the strided FMHA's replayed 30 times back to back and SDPA's
+synchronized after each replay: what a synchronize per replay adds to one side (the launch's CPU
+latency; the benches time both sides back to back, cusyncgen.cuda.baselines).
 
     python -m cusyncgen.commands.fmha_layout [--rounds 15]
 """
