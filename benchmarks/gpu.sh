@@ -67,17 +67,22 @@ if [ "$what" = tune ]; then
   timeout 900 $PY -m cusyncgen tune mlp -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
   for w in conv2d attention; do
     other=$([ $w = conv2d ] && echo "128x64x32/s4/w2x2" || echo wide)
+    k=$([ $w = attention ] && echo "--kernel sm80")   # the SM80 family's options (the sm90 one: below)
     runs=""
     for opt in "" "--sync-warp on" "--spread off" "--tiles $other"; do
       # shellcheck disable=SC2086
-      timeout 540 $B $w $opt -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+      timeout 540 $B $w $k $opt -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
     done
     for f in "$OUT/$w-$dev.json" "$OUT/$w-$dev-syncwarp-on.json" "$OUT/$w-$dev-spread-off.json" "$OUT"/$w-$dev-tiles-*.json; do
       [ -f "$f" ] && runs="$runs $f"
     done
     # shellcheck disable=SC2086
-    $PY -m cusyncgen tune $w --from-json $runs -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+    $PY -m cusyncgen tune $w $k --from-json $runs -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
   done
+  if [ "$sm90" = 1 ]; then   # the Hopper attention block: chosen among its own bench run
+    [ -f "$OUT/attention-$dev-sm90.json" ] || timeout 540 $B attention --kernel sm90 -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+    $PY -m cusyncgen tune attention --kernel sm90 --from-json "$OUT/attention-$dev-sm90.json" -o "$OUT" 2>&1 | tee -a "$LOG" || status=1
+  fi
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   for b in ${BENCHES:-overhead mlp conv2d attention}; do
@@ -86,9 +91,9 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     if [ "$b" = conv2d ]; then  # what posting and waiting cost the synchronized Conv2D chains
       timeout 180 $PY -m cusyncgen.commands.conv_costs -o "$OUT/conv-costs-$dev.md" 2>&1 | tee -a "$LOG" || status=1
     fi
-    if [ "$b" = attention ] && [ "$sm90" = 1 ]; then  # the Hopper attention block too (not the default family)
+    if [ "$b" = attention ] && [ "$sm90" = 1 ]; then  # the SM80 attention kernels too (sm90's is the default there)
       # shellcheck disable=SC2086
-      timeout 540 $PY -m cusyncgen bench attention --kernel sm90 -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
+      timeout 540 $PY -m cusyncgen bench attention --kernel sm80 -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG" || status=1
     fi
   done
 fi

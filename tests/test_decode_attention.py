@@ -122,15 +122,21 @@ def test_the_page_tabulates_every_point():
             "decode, 64x128x64 | 3 x 64 keys | yes |") in page
 
 
-def test_tune_refuses_the_generation_family_and_its_results(tmp_path, capsys):
+def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, capsys):
+    import json
+
     from cusyncgen.commands import tune
-    with pytest.raises(SystemExit):
-        tune.main(["attention", "--kernel", "sm90", "-o", str(tmp_path)])
-    assert "nothing to tune" in capsys.readouterr().err
+    rows = [{"model": "gpt3-gen-S'512", "M": 1, "config": c, "time_us": t, "correct": ok, "kernel": "sm90"}
+            for c, t, ok in (("StreamSync", 60.0, True), ("PDL", 55.0, True), ("TileSync+PDL", 50.0, False),
+                             ("vendor+graph", 40.0, True), ("floor", 30.0, True))]
     res = tmp_path / "attention-gen.json"
-    res.write_text('{"device": "GPU", "workload": "attention", "kernel": "sm90", "rows": '
-                   '[{"model": "gpt3-gen-S\'512", "M": 1, "config": "PDL", "time_us": 50.0, "correct": true}]}')
-    assert tune.main(["attention", "--from-json", str(res), "-o", str(tmp_path)]) == 1
+    res.write_text(json.dumps({"device": "GPU", "workload": "attention", "kernel": "sm90", "rows": rows}))
+    out = tmp_path / "out"
+    assert tune.main(["attention", "--kernel", "sm90", "--from-json", str(res), "-o", str(out)]) == 0
+    [choice] = json.loads((out / "tune-attention-gpu-sm90.json").read_text())["choices"]
+    assert choice["config"] == "PDL" and choice["speedup_vs_streamsync"] == round(60 / 55, 4)   # not the wrong one
+    capsys.readouterr()
+    assert tune.main(["attention", "--kernel", "sm80", "--from-json", str(res), "-o", str(tmp_path)]) == 1
     assert "of the sm90 kernels, not sm80" in capsys.readouterr().err
 
 
@@ -150,16 +156,54 @@ def test_prompt_tiles_fit_their_gemms_and_bad_prompts_are_refused():
         W.AttentionPrompt("llama", 1, 300)
 
 
+def test_prompt_synchronized_configurations_need_a_head_per_qkv_tile_and_whole_o_tiles():
+    both = W.AttentionPrompt("gpt3", 1, 1024, engines=("128x128x64tma splitK4@264", "128x256x64tma")).configs()
+    assert both == list(W.PROMPT_ORDERINGS + W.PROMPT_SYNCED)
+    assert W.AttentionPrompt("gpt3", 1, 1024, engines=("128x192x64", "128x256x64")).configs() == ["StreamSync", "PDL"]
+    assert "TileSync+PDL" not in W.AttentionPrompt("llama", 1, 520, engines=("128x128x64", "128x128x64")).configs()
+    blk = W.AttentionPrompt("gpt3", 1, 1024, engines=("128x192x64", "128x256x64"))
+    with pytest.raises(CusyncError, match="no configuration 'TileSync\\+PDL'"):
+        blk.run(None, "TileSync+PDL", *([None] * 7))
+
+
+@pytest.mark.parametrize("model,B,S,causal", [("gpt3", 1, 4096, False), ("llama", 4, 1024, True),
+                                              ("llama", 1, 576, False)])
+def test_prompt_policies_number_the_tiles_the_kernels_post(model, B, S, causal):
+    """The compiled policies the prompt chain hands the kernels: depQK's over the QKV GeMM's grid
+    of 128-row, one-head tiles (its order over the same grid), depT2's over O's (head, 64-row block)
+    tiles once permuted; every tile's semaphore in range, each group's value its tile count."""
+    from collections import Counter
+
+    from cusyncgen.cuda import sm90
+    pols, order = W.compiled_prompt(model, B, S, causal)
+    NH, M = W.heads(model), B * S
+    X1, Y1 = 3 * NH, -(-M // 128)
+    assert tuple(order.extent) == (X1, Y1, 1)
+    for name, (qk, t2) in W.decode_attention.CHAIN_POLICIES.items():
+        dq = sm90.policy_desc(pols["depQK"][qk])
+        dt = sm90.permuted_policy(sm90.policy_desc(pols["depT2"][t2]), (2, 1, 0))
+        assert tuple(dq.extent) == (X1, Y1, 1) and tuple(dt.extent) == (NH, M // sm90.FMHA_O_ROWS, 1), name
+        for d, (X, Y) in ((dq, (X1, Y1)), (dt, (NH, M // sm90.FMHA_O_ROWS))):
+            tiles = [(x, y, 0) for x in range(X) for y in range(Y)]
+            per_sem = Counter(sm90.desc_sem(d, t) for t in tiles)
+            assert set(per_sem) == set(range(d.num_sems)), name
+            assert all(per_sem[sm90.desc_sem(d, t)] == sm90.desc_value(d, t) for t in tiles), name
+
+
 def test_the_page_has_a_prompt_table():
     assert W.prompt_label("gpt3", True, 4) == "gpt3-prompt-B4-causal" != W.prompt_label("gpt3", True)
     head = {"phase": "prompt", "kernel": "sm90", "B": 1, "S": 512, "causal": True, "M": 512,
             "model": W.prompt_label("gpt3", True)}
     rows = [dict(head, config="StreamSync", time_us=100.0, correct=True, engines=["128x128x64", "128x192x64"]),
+            dict(head, config="PDL", time_us=98.0, correct=True, engines=["128x128x64", "128x192x64"]),
+            dict(head, config="TileSync+PDL", time_us=95.0, correct=True, engines=["128x128x64tma", "128x192x64"]),
+            dict(head, config="RowSync+PDL", time_us=90.0, correct=False, engines=["128x128x64tma", "128x192x64"]),
             dict(head, config=W.STAGE, time_us=10.0, correct=True),
             dict(head, config=W.VENDOR_STAGE, time_us=12.0, correct=True, vendor_form="sdpa-cudnn"),
             dict(head, config="vendor+graph", time_us=105.0, correct=True, vendor_form="torch+sdpa-cudnn"),
             dict(head, config="floor", time_us=80.0, correct=True)]
     page = W.markdown({"device": "GPU", "ceilings": {"bandwidth": 3e12}, "rows": rows})
     assert "## gpt3 prompt" in page
-    assert ("| 1 | 512 | yes | 100.0 | 105.0 (torch+sdpa-cudnn) | 1.050x | 1.25x | 80.0 | 10.0 | 12.0 (sdpa-cudnn) | "
-            "1.200x | 128x128x64, 128x192x64 | yes |") in page
+    # the fastest correct of ours (TileSync+PDL; RowSync+PDL is wrong) against the vendor and the floor
+    assert ("| 1 | 512 | yes | 100.0 | 98.0 | 95.0 (TileSync+PDL) | 105.0 (torch+sdpa-cudnn) | 1.105x | 1.19x | 80.0 | "
+            "10.0 | 12.0 (sdpa-cudnn) | 1.200x | 128x128x64, 128x192x64; 128x128x64tma | NO |") in page

@@ -142,6 +142,77 @@ def test_the_prompt_block_and_its_attention_stage_are_correct(model, B, S, causa
     assert W.rel(torch.from_dlpack(outs[2]), z_ref) < W.TOL
 
 
+def prompt_step(blk, cfg, ins, outs, stream, times=1):
+    for o in outs[:3]:
+        o.fill(math.nan)
+    with stream:
+        for _ in range(times):
+            blk.run(stream, cfg, *ins, *outs)
+    stream.synchronize()
+
+
+def prompt_errors(blk, outs, refs):
+    import torch
+    z_ref, o_ref = refs
+    return W.rel(torch.from_dlpack(outs[2]), z_ref), W.rel(torch.from_dlpack(outs[1]), o_ref)
+
+
+@pytest.mark.parametrize("model,B,S,causal,engines", [
+    ("gpt3", 1, 512, False, ("128x128x64", "128x128x64")),
+    ("gpt3", 2, 512, True, ("128x128x64tma", "128x256x64tma")),
+    ("llama", 1, 576, False, ("128x128x64", "64x128x64")),          # S not a multiple of the 128-token tile
+    ("llama", 3, 256, True, ("128x128x64tma splitK10@132", "128x128x64pp")),
+    ("llama", 1, 1024, True, ("128x192x64", "128x128x64"))])        # QKV tiles across heads: PDL only
+def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S, causal, engines):
+    """Every configuration of the prompt (PDL, each policy + PDL: the FMHA waiting for the QKV
+    GeMM's tiles of its head and posting O's, the output GeMM waiting per head), on poisoned
+    outputs, against float32, twice (the epochs advance)."""
+    blk = W.AttentionPrompt(model, B, S, causal, engines)
+    ins, outs = blk.buffers(seed=S + B), blk.outputs()
+    refs = blk.reference(*ins)
+    stream = cupy.cuda.Stream()
+    cfgs = blk.configs()
+    assert ("TileSync+PDL" in cfgs) == (engines[0].split()[0] in W.SYNC_QKV_CONFIGS) and "PDL" in cfgs
+    for cfg in cfgs:
+        for _ in range(2):
+            prompt_step(blk, cfg, ins, outs, stream)
+            err, err_o = prompt_errors(blk, outs, refs)
+            assert err < W.TOL and err_o < W.TOL, (cfg, err, err_o)
+    assert blk.timed_out() is None
+
+
+def test_prompt_configurations_stay_correct_over_launches_and_replays():
+    blk = W.AttentionPrompt("gpt3", 1, 1024, True, ("128x128x64", "128x128x64"))
+    ins, outs = blk.buffers(seed=9), blk.outputs()
+    refs = blk.reference(*ins)
+    stream = cupy.cuda.Stream()
+    for cfg in blk.configs():
+        prompt_step(blk, cfg, ins, outs, stream, times=1000)
+        assert max(prompt_errors(blk, outs, refs)) < W.TOL, (cfg, "1000 launches")
+        for o in outs[:3]:
+            o.fill(math.nan)
+        with stream:
+            g = timing.capture(lambda s: blk.run(s, cfg, *ins, *outs), stream)
+            for _ in range(100):
+                g.launch(stream)
+        stream.synchronize()
+        assert max(prompt_errors(blk, outs, refs)) < W.TOL, (cfg, "100 replays")
+    assert blk.timed_out() is None
+
+
+def test_a_prompt_wait_that_cannot_be_met_times_out_naming_the_stage():
+    blk = W.AttentionPrompt("llama", 1, 512, False, ("128x128x64", "128x128x64"), timeout_ns=50_000_000)
+    ins, outs = blk.buffers(seed=4), blk.outputs()
+    chain = W.PromptChain(blk, "StridedSync+PDL", ins + outs, blk.timeout_ns)
+    chain.sync.in_policy.extent[0] *= 2   # each head's semaphore now waits for 6 tiles' posts: 3 never come
+    stream = cupy.cuda.Stream()
+    with stream:
+        chain.launch(stream)
+    stream.synchronize()
+    msg = chain.timed_out()
+    assert msg and msg.startswith("the attention stage") and "sem" in msg and "target" in msg, msg
+
+
 def test_the_prompt_vendor_forms_compute_the_reference():
     import torch
     blk = W.AttentionPrompt("llama", 1, 256, True)

@@ -40,8 +40,16 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
 
     assert sm90_check.main(["--sanitizer-target", mode]) == 0
     out = capsys.readouterr().out
+    from cusyncgen.cuda import decode
+    from cusyncgen.workloads import attention_sm90 as W
+
     variants = [line for line in out.splitlines() if line.startswith("variant ")]
-    assert len(variants) == len(sm90_check.sanitizer_variants("gpt3"))
+    attention = [line for line in variants if line.startswith("variant attention ")]
+    decoded = [line for line in variants if "weights): " in line]
+    assert len(variants) - len(attention) - len(decoded) == len(sm90_check.sanitizer_variants("gpt3"))
+    assert len(decoded) == len(sm90_check.DECODE_SANITIZER_CASES) * len(decode.ORDERINGS)
+    gen = sum(len(W.AttentionGen(m, B, p).configs()) for m, B, p in sm90_check.ATTENTION_SANITIZER_CASES)
+    assert len(attention) == gen + sum(len(W.AttentionPrompt(*c).configs()) for c in sm90_check.PROMPT_SANITIZER_CASES)
     assert all(line.split(": ", 1)[1].startswith(("ok", "ran")) for line in variants)
 
 

@@ -33,7 +33,7 @@ def test_the_registry_holds_both_mlp_families():
                                            ("sm_100a", "sm80", "sm80"), (None, "sm80", "sm80")])
 def test_the_default_family_follows_the_compute_capability(arch, mlp, conv):
     assert default_kernel("mlp", arch) == mlp and default_kernel("conv2d", arch) == conv
-    assert default_kernel("attention", arch) == "sm80"
+    assert default_kernel("attention", arch) == mlp   # the Hopper attention block on sm_90
 
 
 def test_configs_and_their_names():

@@ -414,7 +414,7 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
 # the decode engines (StreamSync, PDL, each policy +PDL and +Chain), and prompts (model, B, S,
 # causal) on the CUTLASS GeMMs and the Hopper FMHA (S past a whole tile, causal and not).
 ATTENTION_SANITIZER_CASES = (("gpt3", 3, 100), ("llama", 2, 700))
-PROMPT_SANITIZER_CASES = (("llama", 1, 200, True), ("gpt3", 2, 136, False))
+PROMPT_SANITIZER_CASES = (("llama", 1, 200, True), ("gpt3", 2, 136, False), ("llama", 2, 256, True))
 
 
 def attention_sanitizer_target(a, log: Log) -> list[str]:
@@ -456,16 +456,25 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
                 return err if appended else float("inf")
             variant(f"attention {model} B={B} S'={past} {cfg}", run, check)
     for model, B, S, causal in PROMPT_SANITIZER_CASES:
-        blk = W.AttentionPrompt(model, B, S, causal)
+        blk = W.AttentionPrompt(model, B, S, causal, timeout_ns=TIMEOUT_NS)
         ins, outs = blk.buffers(seed=7), blk.outputs()
         z_ref, _ = blk.reference(*ins)
+        for cfg in blk.configs():
+            presat = a.sanitizer_target == "presatisfied" and cfg in W.PROMPT_SYNCED
 
-        def run_prompt(blk=blk, ins=ins, outs=outs):
-            for o in outs[:3]:
-                o.fill(cupy.nan)
-            blk.run(stream, "StreamSync", *ins, *outs)
-        variant(f"attention prompt {model} B={B} S={S}{' causal' if causal else ''} StreamSync", run_prompt,
-                lambda outs=outs, z_ref=z_ref: W.rel(torch.from_dlpack(outs[2]), z_ref))
+            def run_prompt(blk=blk, ins=ins, outs=outs, cfg=cfg, presat=presat):
+                if presat:
+                    for sems in blk.chain(cfg, ins + outs).sems:
+                        sems.fill(1 << 24)
+                for o in outs[:3]:
+                    o.fill(cupy.nan)
+                blk.run(stream, cfg, *ins, *outs)
+
+            def check_prompt(blk=blk, outs=outs, z_ref=z_ref, presat=presat):
+                blk.check_stages()
+                return None if presat else W.rel(torch.from_dlpack(outs[2]), z_ref)
+            variant(f"attention prompt {model} B={B} S={S}{' causal' if causal else ''} {cfg}", run_prompt,
+                    check_prompt)
     return failures
 
 

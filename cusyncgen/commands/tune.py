@@ -114,7 +114,13 @@ def choose_from_bench(result) -> dict:
                         "speedup_same_tiles": round(same / best["time_us"], 4), "predicted": None,
                         "measured_family": family(best["config"]),
                         "prediction_matches": False, "candidates": len(rows)})
-    return {"device": results[0]["device"], "workload": results[0]["workload"], "choices": choices}
+    out = {"device": results[0]["device"], "workload": results[0]["workload"], "choices": choices}
+    kernels = {r.get("kernel", "sm80") for r in results}
+    if len(kernels) != 1:
+        raise CusyncError(f"bench results of different kernel families ({', '.join(sorted(kernels))})", None)
+    if kernels != {"sm80"}:
+        out["kernel"] = kernels.pop()
+    return out
 
 
 def geomean(xs) -> float:
@@ -160,7 +166,12 @@ def confirm_table(cs: list) -> list:
 def report(result: dict) -> str:
     fixed = all(c["tile_cfg"] is None for c in result["choices"])
     lines = [f"# cusyncgen tune: {result['workload']} on {result['device']}", ""] + command_note(result)
-    if fixed:
+    if fixed and result.get("kernel") == "sm90":
+        lines += [f"The fastest correct configuration per point among those `cusyncgen bench {result['workload']} "
+                  "--kernel sm90` measured (StreamSync, PDL alone and each policy + PDL; at generation also + Chain, "
+                  "one launch), never a vendor row, and its speed-up over StreamSync of the same run ('tiles': the "
+                  "run's own choice of GeMM engines).", ""]
+    elif fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
                   f"{result['workload']}` measured (one or more runs: sync warps auto/on, spread on/off, the "
                   "default and the other tile shape of `bench --tiles`; every generated policy x the orderings and R; "

@@ -22,7 +22,7 @@ def family(config: str) -> str:
 
 
 # The vendor library's rows and the roofline floor: not configurations of our kernels.
-VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "floor")
+VENDOR = ("cuBLAS", "cuBLAS+graph", "cuDNN", "cuDNN+graph", "vendor", "vendor+graph", "floor")
 # Stream-ordered rows of a bench: the chain's kernels, and (Conv2D) the same chain with split-K
 # (workloads.base.SPLIT_K): the baseline is the fastest of them.
 STREAM_ORDER = ("StreamSync", "StreamSync" + SPLIT_K)
