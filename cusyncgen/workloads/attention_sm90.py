@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from cusyncgen.cuda import decode, decode_attention
 from cusyncgen.cuda.configs import Ordering
+from cusyncgen.cuda.sm90.desc import FMHA_O_ROWS
 from cusyncgen.errors import CusyncError
 
 D = decode_attention.HEAD_DIM
@@ -664,7 +665,7 @@ class AttentionPrompt:
         """StreamSync, PDL, and the synchronized configurations where the QKV GeMM's tiles are a
         head's columns (BN = D, BM = 128, no cluster) and O's row tiles fit S."""
         out = list(PROMPT_ORDERINGS)
-        if self.S % sm90_desc().FMHA_O_ROWS == 0 and self.engines[0].partition(" ")[0] in SYNC_QKV_CONFIGS:
+        if self.S % FMHA_O_ROWS == 0 and self.engines[0].partition(" ")[0] in SYNC_QKV_CONFIGS:
             out += PROMPT_SYNCED
         return out
 
@@ -764,12 +765,8 @@ class AttentionPrompt:
         return flops, byts
 
 
-SYNC_QKV_CONFIGS = ("128x128x64", "128x128x64pp", "128x128x64tma")   # QKV GeMM tiles of one head's D columns: what the FMHA waits on
-
-
-def sm90_desc():
-    from cusyncgen.cuda.sm90 import desc
-    return desc
+# the QKV GeMM's tile configs of one head's D columns (no cluster): the synchronized prompt's
+SYNC_QKV_CONFIGS = ("128x128x64", "128x128x64pp", "128x128x64tma")
 
 
 def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int) -> dict:
@@ -787,7 +784,7 @@ def compiled_prompt(model: str, B: int, S: int, causal: bool) -> tuple:
     path = examples_dir() / f"attention_{model}.dep"
     out: dict = {"depQK": {}, "depT2": {}}
     order = None
-    for dep, rows in (("depQK", 128), ("depT2", sm90_desc().FMHA_O_ROWS)):
+    for dep, rows in (("depQK", 128), ("depT2", FMHA_O_ROWS)):
         prog = cusyncgen.compile(path, params=prompt_dep_params(B, S, causal, rows))
         for p in prog.policies:
             if p.dep == dep and (dep != "depQK" or p.consumer == "gP"):
@@ -814,10 +811,10 @@ class PromptChain:
         self.blk, self.cfg = blk, cfg
         (n1, k1), (n2, k2) = blk.gemm_shapes()
         M, NH = blk.M, blk.NH
-        (c1, _, sp1), (c2, _, sp2) = (e.partition(" splitK") for e in blk.engines)
-        splits = [sm90.NO_SPLIT if not sp else sm90.Split(*(int(v) for v in sp.split("@"))) for sp in (sp1, sp2)]
-        g1 = sm90.gemm_desc(x.data.ptr, wqkv.data.ptr, qkv.data.ptr, M, n1, k1, c1, splits=splits[0])
-        g2 = sm90.gemm_desc(o.data.ptr, wo.data.ptr, z.data.ptr, M, n2, k2, c2, splits=splits[1])
+        p1, p2 = blk.parts   # the engines' tile configs and split-K
+        c1, c2 = p1.config, p2.config
+        g1 = sm90.gemm_desc(x.data.ptr, wqkv.data.ptr, qkv.data.ptr, M, n1, k1, c1, splits=p1.split)
+        g2 = sm90.gemm_desc(o.data.ptr, wo.data.ptr, z.data.ptr, M, n2, k2, c2, splits=p2.split)
         self.debug = cupy.zeros((2, ctypes.sizeof(sm90.Debug) // 4), dtype=cupy.int32)   # the FMHA's, g2's
         self.sems: tuple = ()
         self.tickets = cupy.zeros(2, dtype=cupy.uint64)
@@ -836,7 +833,7 @@ class PromptChain:
             if pq is None or pt is None:
                 raise CusyncError(f"{cfg}: examples/attention_{blk.model}.dep gives no {qk} on the QKV GeMM's tiles "
                                   f"or {t2} on O's", None)
-            rows = sm90.FMHA_O_ROWS
+            rows = FMHA_O_ROWS
             dq = sm90.policy_desc(pq)
             dt = sm90.permuted_policy(sm90.policy_desc(pt), (2, 1, 0))   # gT's (0, y, h) as O's (h, y, 0)
             X1, Y1 = sm90.order_grid(c1, M, n1)
