@@ -44,6 +44,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from cusyncgen.cuda import decode, decode_attention
 from cusyncgen.cuda.configs import Ordering
@@ -682,17 +683,16 @@ class AttentionPrompt:
             self.stage(stream, qkv, o, lse)
             g2.launch(stream, o, wo, z)
             return
-        arrays = (x, wqkv, wo, qkv, o, z, lse)
-        if (cfg,) + tuple(a.data.ptr for a in arrays) not in self._chains and stream.is_capturing():
-            raise CusyncError(f"{cfg}: its launches are made at the first run, not inside a graph capture "
-                              "(run once first)", None)
-        self.chain(cfg, arrays).launch(stream)
+        self.chain(cfg, (x, wqkv, wo, qkv, o, z, lse), stream).launch(stream)
 
-    def chain(self, cfg: str, arrays: tuple) -> "PromptChain":
+    def chain(self, cfg: str, arrays: tuple, stream=None) -> "PromptChain":
         """The PromptChain of a PDL or synchronized configuration on these arrays (x, wqkv, wo, qkv,
-        o, z, lse), made at the first call."""
+        o, z, lse), made at the first call (not inside a capture on `stream`)."""
         key = (cfg,) + tuple(a.data.ptr for a in arrays)
         if key not in self._chains:
+            if stream is not None and stream.is_capturing():
+                raise CusyncError(f"{cfg}: its launches are made at the first run, not inside a graph capture "
+                                  "(run once first)", None)
             self._chains[key] = PromptChain(self, cfg, arrays, self.timeout_ns)
         return self._chains[key]
 
@@ -776,6 +776,7 @@ def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int) -> dict:
     return {"B": 1, "S": B * S, "Sp": 0, "TileM": tile_m, "TileK": tile_m, "TileN": D, "Causal": int(causal)}
 
 
+@lru_cache(maxsize=None)
 def compiled_prompt(model: str, B: int, S: int, causal: bool) -> tuple:
     """({"depQK": {name: PolicyIR}, "depT2": {...}}, g1's OrderIR) of examples/attention_<model>.dep:
     depQK's (on the QKV GeMM's 128-row tiles) and its order, depT2's on O's tiles of FMHA_O_ROWS rows."""
