@@ -88,10 +88,16 @@ class Params(ctypes.Structure):
                 ("first", ctypes.c_int32), ("last", ctypes.c_int32), ("pdl", ctypes.c_int32)]
 
 
-def source() -> build.Source:
-    """The translation unit of every variant (VARIANTS)."""
+def source(trace: bool = False) -> build.Source:
+    """The translation unit of every variant (VARIANTS); `trace`: the diagnostic build whose blocks
+    stamp their times (CUSYNC_DECODE_TRACE, python -m cusyncgen.commands.decode_trace)."""
     lines = [f'#include "{HEADER}"'] + [v.macro for v in VARIANTS + EXTRA]
     lines.append('extern "C" __device__ const int cusync_decode_params_size = sizeof(CusyncDecodeParams);')
+    if trace:
+        lines += ['extern "C" __device__ unsigned long long cusync_decode_trace[2][1024][5];',
+                  'extern "C" __device__ int cusync_decode_mode;',
+                  'extern "C" __device__ int cusync_decode_next_steps = -1;']
+        return build.Source("decode_mlp_trace", "\n".join(lines) + "\n", defines=("CUSYNC_DECODE_TRACE",))
     return build.Source("decode_mlp", "\n".join(lines) + "\n")
 
 
@@ -153,10 +159,10 @@ def _cupy():
 
 
 @lru_cache(maxsize=None)
-def module():
+def module(trace: bool = False):
     """The loaded cubin (built here if the cache lacks it); checks the parameter struct's size."""
     from cusyncgen.cuda import driver
-    mod = driver.Module(build.build(source()))
+    mod = driver.Module(build.build(source(trace)))
     size = mod.constant_int("cusync_decode_params_size")
     if size != ctypes.sizeof(Params):
         raise DecodeError(f"{mod.path.name}: CusyncDecodeParams is {size} bytes, its ctypes mirror "
@@ -200,7 +206,7 @@ class DecodeMlp:
     `timed_out()` says which tile it waited on."""
 
     def __init__(self, M: int, shapes: tuple[GemmShape, GemmShape], policies: dict, timeout_ns: int = 2_000_000_000,
-                 shape: Shape | None = None):
+                 shape: Shape | None = None, trace: bool = False):
         from cusyncgen.cuda.lazy import cupy
         from cusyncgen.cuda.sm90.desc import policy_desc
 
@@ -211,7 +217,8 @@ class DecodeMlp:
         self.shape = variant_for(M, shape)
         for g in shapes:
             check_shape(g.n, g.k, g.act, self.shape.rows)
-        self.kernel = module().kernel(self.shape.name, THREADS)
+        self.module = module(trace)
+        self.kernel = self.module.kernel(self.shape.name, THREADS)
         self.grid = resident_grid([self.kernel], self.shape.blocks)
         self.ws = [cupy.zeros(g.n * WS_STRIDE, dtype=cupy.float32) for g in shapes]
         self.counts = [cupy.zeros(g.n // 16, dtype=cupy.uint32) for g in shapes]   # a group of 16 or 32 rows

@@ -86,6 +86,14 @@ class Module:
             raise BuildError(f"{name!r} is not in {self.path.name}: {exc}") from None
         return [int(v) for v in cupy.ndarray((n,), dtype=cupy.int64, memptr=ptr).get()]
 
+    def global_array(self, name: str, shape: tuple, dtype) -> "cupy.ndarray":
+        """An `extern "C" __device__` array of the module, as a CuPy array (a view: writes go to the GPU's)."""
+        try:
+            ptr = self._module.get_global(name)
+        except Exception as exc:  # CuPy raises its own CUDADriverError
+            raise BuildError(f"{name!r} is not in {self.path.name}: {exc}") from None
+        return cupy.ndarray(shape, dtype=dtype, memptr=ptr)
+
     def check_abi(self, *structs) -> None:
         """Compare each ctypes Structure with the layout the module exports (cusyncgen.cuda.abi):
         an AbiError names the struct and field that differ."""

@@ -26,7 +26,10 @@
 // tiles into L2 while it spins. The second GeMM's step k reads Y columns [64 k, 64 k + 64): producer
 // tile x = k of the compiled policy (the .dep's TileSync or RowSync over 64-column tiles, one row
 // tile), each tile posted twice (its two 32-column groups). Launched alone with `pdl`, the second
-// GeMM issues its first weight loads before griddepcontrol.wait.
+// GeMM issues its first weight loads before griddepcontrol.wait; launched alone before it (stream
+// order, PDL), the first GeMM's blocks, their share streamed, prefetch into L2 the second's first
+// kNextSteps steps of the same block index (the same grid), so HBM streams them under the first's
+// reduction tail and the launch boundary.
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -62,6 +65,28 @@ typedef struct {
 }
 
 #if defined(__CUDACC__)
+#if defined(CUSYNC_DECODE_TRACE)
+// Trace builds (diagnostics, python -m cusyncgen.commands.decode_trace): thread 0 of every block
+// writes, per GeMM, {entry, first step's mmas issued (its weights and X arrived), last step's
+// reds issued, the block's end, SM} (globaltimer ns) to cusync_decode_trace[gemm][block]. With
+// cusync_decode_mode 1 the GeMMs only stream their weights (no X, no mma: the read alone), with 2
+// they add their partial sums but never count or finalize them (what the reduction's end costs;
+// the workspace is left dirty: the caller zeroes it); cusync_decode_next_steps >= 0 replaces
+// kNextSteps (the next GeMM's steps prefetched into L2).
+extern "C" __device__ unsigned long long cusync_decode_trace[2][1024][5];
+extern "C" __device__ int cusync_decode_mode;
+extern "C" __device__ int cusync_decode_next_steps;
+#define CUSYNC_DECODE_STAMP(gi, slot)                                   \
+  do {                                                                  \
+    if (threadIdx.x == 0 && blockIdx.x < 1024)                          \
+      cusync_decode_trace[gi][blockIdx.x][slot] = global_timer_ns();    \
+  } while (0)
+#else
+#define CUSYNC_DECODE_STAMP(gi, slot) \
+  do {                                \
+  } while (0)
+#endif
+
 namespace cusync {
 namespace decode {
 
@@ -256,6 +281,12 @@ struct Pending {
 template <class S>
 __device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pend) {
   if (pend.n == 0) return;
+#if defined(CUSYNC_DECODE_TRACE)
+  if (cusync_decode_mode == 2) {  // trace builds: the partial sums added, never counted or finalized
+    pend.n = 0;
+    return;
+  }
+#endif
   const int lane = threadIdx.x % 32;
   __threadfence();
   __syncwarp();
@@ -323,6 +354,17 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
     if (grid_wait) pdl_wait_producer_grid();
     return;
   }
+  CUSYNC_DECODE_STAMP(gi, 0);
+#if defined(CUSYNC_DECODE_TRACE)
+  if (threadIdx.x == 0 && blockIdx.x < 1024) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    cusync_decode_trace[gi][blockIdx.x][4] = smid;
+  }
+  const bool read_only = cusync_decode_mode == 1;
+#else
+  constexpr bool read_only = false;
+#endif
   const char* w = static_cast<const char*>(g.w);
   const char* x = static_cast<const char*>(g.x);
   const size_t ldw = static_cast<size_t>(g.k) * 2, ldw8 = 8 * ldw;
@@ -445,16 +487,24 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
         wait_step(s + 1, cur_c);
         load_x(cur_c);
       }
+      if (read_only) {  // trace builds: the weights' bytes consumed without X or mma
+        uint32_t h = 0;
 #pragma unroll
-      for (int t = 0; t < TB; ++t)
+        for (int i = 0; i < 8; ++i) h ^= wbuf[d][i].x ^ wbuf[d][i].y ^ wbuf[d][i].z ^ wbuf[d][i].w;
+        acc[0][0][0] += __uint_as_float(h & 0x3c00u);
+      } else {
 #pragma unroll
-        for (int c = 0; c < CK; ++c)
+        for (int t = 0; t < TB; ++t)
 #pragma unroll
-          for (int b = 0; b < NB; ++b) {
-            const uint4 r0 = wbuf[d][b * 2 * CK + c], r8 = wbuf[d][b * 2 * CK + CK + c];
-            mma16816(acc[b][t], r0.x, r8.x, r0.y, r8.y, xs[t][c].x, xs[t][c].y);
-            mma16816(acc[b][t], r0.z, r8.z, r0.w, r8.w, xs[t][c].z, xs[t][c].w);
-          }
+          for (int c = 0; c < CK; ++c)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+              const uint4 r0 = wbuf[d][b * 2 * CK + c], r8 = wbuf[d][b * 2 * CK + CK + c];
+              mma16816(acc[b][t], r0.x, r8.x, r0.y, r8.y, xs[t][c].x, xs[t][c].y);
+              mma16816(acc[b][t], r0.z, r8.z, r0.w, r8.w, xs[t][c].z, xs[t][c].w);
+            }
+      }
+      if (s == begin) CUSYNC_DECODE_STAMP(gi, 1);
       // the step's registers are read: refill them with step s + D (D - 1 steps stay in flight
       // meanwhile; a copy of the step would cost another 32 registers)
       if (s + D < end) {
@@ -468,8 +518,34 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       }
     }
   }
+  CUSYNC_DECODE_STAMP(gi, 2);
 }
 
+
+// The next GeMM's first steps of this block's share (the next launch has the same grid, so the
+// same block index reads them), prefetched into L2 (kNextSteps of them; a trace build may set it).
+constexpr int kNextSteps = 2;
+
+template <class S>
+__device__ __forceinline__ void prefetch_share(const CusyncDecodeGemm& g, int steps) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K, total = (g.n / S::ROWS) * ksteps;
+  int begin, end;
+  block_range(total, blockIdx.x, gridDim.x, begin, end);
+  const char* w = static_cast<const char*>(g.w);
+  constexpr int kTileBytes = 16 * S::STEP_K * 2;
+  for (int s = begin; s < end && s < begin + steps; ++s) {
+    const int rb = s / ksteps, ks = s % ksteps;
+    if constexpr (S::PACKED) {
+      if (lane < S::NB)
+        bulk_prefetch_l2(w + (static_cast<size_t>((rb * S::ROWS + warp * S::RW) / 16 + lane) * ksteps + ks) * kTileBytes,
+                         kTileBytes);
+    } else if (lane < S::RW) {
+      const int c0 = ks * S::STEP_K, cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
+      bulk_prefetch_l2(w + static_cast<size_t>(rb * S::ROWS + warp * S::RW + lane) * g.k * 2 + c0 * 2, cols * 2);
+    }
+  }
+}
 
 template <class S>
 __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
@@ -483,7 +559,17 @@ __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
   TileWait tw{&p, epoch, static_cast<uint32_t>(kTileCols / S::RW)};
   for (int i = p.first; i <= p.last; ++i)
     run_gemm<S>(p, i, sync && i == 1, sync && i == 0, p.pdl != 0 && i == p.first, tw, pending);
+  if (p.last == 0 && p.gemm[1].w != nullptr) {
+    // the first GeMM launched alone (stream order, PDL): its last loads are issued; the second
+    // GeMM's first steps stream into L2 under this launch's reduction, finalize and boundary
+#if defined(CUSYNC_DECODE_TRACE)
+    prefetch_share<S>(p.gemm[1], cusync_decode_next_steps >= 0 ? cusync_decode_next_steps : kNextSteps);
+#else
+    prefetch_share<S>(p.gemm[1], kNextSteps);
+#endif
+  }
   settle<S>(p, pending);
+  CUSYNC_DECODE_STAMP(p.last, 3);
 }
 
 }  // namespace decode
