@@ -91,6 +91,9 @@ def test_the_sanitizer_runs_every_ordering_policy_and_epilogue():
     assert [(r.tool, r.log_name) for r in runs] == [("memcheck", "memcheck-sm90.log"), ("synccheck", "synccheck-sm90.log"),
                                                     ("racecheck", "racecheck-sm90.log"), ("racecheck", "racecheck-sm80.log")]
     assert runs[2].command[-2:] == ("--sanitizer-target", "presatisfied")
+    assert runs[0].target == "sm90 gpt3 M=128 every ordering"
+    only = sanitize.runs("python", "gpt3", 128, ("memcheck",), only="/decode")[0]   # the filtered variants: their own sizes
+    assert only.target == "sm90 variants with '/decode' every ordering" and only.command[-4:-2] == ("--only", "/decode")
 
 
 MEMCHECK = """========= COMPUTE-SANITIZER

@@ -64,14 +64,15 @@ def runs(python: str, model: str, M: int, tools, only: str = "", limits: "dict |
     target = [python, "-m", "cusyncgen.commands.sm90_check", "--models", model, "--sanitizer-M", str(M)] + \
         (["--only", only] if only else [])
     out = []
+    scope = f"sm90 variants with '{only}'" if only else f"sm90 {model} M={M}"   # --only: its own models and M
     if "memcheck" in tools:
-        out.append(Run("memcheck", f"sm90 {model} M={M} every ordering", tuple(target + ["--sanitizer-target", "run"]),
+        out.append(Run("memcheck", f"{scope} every ordering", tuple(target + ["--sanitizer-target", "run"]),
                        limits["memcheck"], (("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),)))
     if "synccheck" in tools:
-        out.append(Run("synccheck", f"sm90 {model} M={M} every ordering", tuple(target + ["--sanitizer-target", "run"]),
+        out.append(Run("synccheck", f"{scope} every ordering", tuple(target + ["--sanitizer-target", "run"]),
                        limits["synccheck"]))
     if "racecheck" in tools:
-        out.append(Run("racecheck", f"sm90 {model} M={M} stream order, waits satisfied",
+        out.append(Run("racecheck", f"{scope} stream order, waits satisfied",
                        tuple(target + ["--sanitizer-target", "presatisfied"]), limits["racecheck"]))
     if "sm80" in tools:
         out.append(Run("racecheck", "sm80 selfcheck gpt3 M=1 (every config)",
