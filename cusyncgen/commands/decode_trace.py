@@ -1,4 +1,4 @@
-"""Where the decode MLP's time goes (sm_90 or any GPU the decode kernel runs on; CuPy needed).
+"""Where the decode MLP's time goes (sm_90 or any GPU the decode kernel runs on; CuPy and torch needed).
 
 The decode kernel (runtime_cuda/kernels/decode_mlp.cuh) streams both weights of the MLP at
 M <= 64; its time is their bytes over the bandwidth plus what each GeMM adds: the launch and the
@@ -95,16 +95,18 @@ def main(argv=None) -> int:
     if not Ms or not all(1 <= M <= mlp_decode.MAX_M for M in Ms):
         ap.error(f"--M: rows from 1 to {mlp_decode.MAX_M}, not {args.M!r}")
     try:
-        from cusyncgen.cuda.lazy import cupy
+        from cusyncgen.cuda.lazy import cupy, torch
         cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no CuPy, no driver, no GPU
-        print(f"decode_trace: needs a GPU and CuPy ({exc})", file=sys.stderr)
+        torch.cuda.init()
+    except Exception as exc:  # no CuPy or torch, no driver, no GPU
+        print(f"decode_trace: needs a GPU, CuPy and torch ({exc})", file=sys.stderr)
         return 1
-    from cusyncgen.cuda import decode, driver, timing
+    from cusyncgen.cuda import baselines, decode, driver, timing
 
     print(f"# python -m cusyncgen.commands.decode_trace --models {','.join(models)} --M {','.join(map(str, Ms))} "
           f"--runs {args.runs} on {driver.device_name()}")
     stream = cupy.cuda.Stream(non_blocking=True)
+    bandwidth = baselines.ceilings()["bandwidth"]   # the floor's, as the bench's (bytes/s)
     for model in models:
         for M in Ms:
             mlp = mlp_decode.MLPDecode(model, M)
@@ -184,26 +186,8 @@ def main(argv=None) -> int:
             mode[...] = 0
             next_steps[...] = -1
             print(f"\nfloor: {wbytes / 1e6:.1f} MB over the copy bandwidth of this run "
-                  f"({_copy_bw(cupy, stream):.0f} GB/s) = {wbytes / _copy_bw(cupy, stream) / 1e3:.1f} us")
+                  f"({bandwidth / 1e9:.0f} GB/s) = {wbytes / bandwidth * 1e6:.1f} us")
     return 0
-
-
-def _copy_bw(cupy, stream, nbytes: int = 1 << 30) -> float:
-    """GB/s of a device-to-device copy of nbytes (read + write counted), the median of 10."""
-    if not hasattr(_copy_bw, "value"):
-        a = cupy.empty(nbytes // 2, dtype=cupy.uint8)
-        b = cupy.empty_like(a)
-        ts = []
-        for _ in range(12):
-            e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-            e0.record(stream)
-            cupy.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, a.nbytes, cupy.cuda.runtime.memcpyDeviceToDevice,
-                                          stream.ptr)
-            e1.record(stream)
-            e1.synchronize()
-            ts.append(cupy.cuda.get_elapsed_time(e0, e1))
-        _copy_bw.value = nbytes / (statistics.median(ts[2:]) * 1e6)
-    return _copy_bw.value
 
 
 if __name__ == "__main__":

@@ -93,10 +93,7 @@ def source(trace: bool = False) -> build.Source:
     stamp their times (CUSYNC_DECODE_TRACE, python -m cusyncgen.commands.decode_trace)."""
     lines = [f'#include "{HEADER}"'] + [v.macro for v in VARIANTS + EXTRA]
     lines.append('extern "C" __device__ const int cusync_decode_params_size = sizeof(CusyncDecodeParams);')
-    if trace:
-        lines += ['extern "C" __device__ unsigned long long cusync_decode_trace[2][1024][5];',
-                  'extern "C" __device__ int cusync_decode_mode;',
-                  'extern "C" __device__ int cusync_decode_next_steps = -1;']
+    if trace:   # the trace's globals are the header's
         return build.Source("decode_mlp_trace", "\n".join(lines) + "\n", defines=("CUSYNC_DECODE_TRACE",))
     return build.Source("decode_mlp", "\n".join(lines) + "\n")
 
@@ -190,8 +187,7 @@ def resident_grid(kernels, blocks: int) -> int:
 
 def read_debug(debug) -> Debug | None:
     """The debug record (a CuPy int32 array, after synchronizing) where a wait timed out, or None."""
-    words = debug.get().tolist()
-    d = Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
+    d = Debug.of(debug.get().tolist())
     return d if d.failed else None
 
 

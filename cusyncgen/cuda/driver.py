@@ -71,20 +71,11 @@ class Module:
 
     def constant_int(self, name: str) -> int:
         """The value of an `extern "C" __device__ const int NAME` of the module."""
-        try:
-            ptr = self._module.get_global(name)
-        except Exception as exc:  # CuPy raises its own CUDADriverError
-            raise BuildError(f"{name!r} is not in {self.path.name}: {exc}") from None
-        buf = cupy.ndarray((1,), dtype=cupy.int32, memptr=ptr)
-        return int(buf.get()[0])
+        return int(self.global_array(name, (1,), cupy.int32).get()[0])
 
     def constant_int64s(self, name: str, n: int) -> list[int]:
         """The first n values of an `extern "C" __device__ const long long NAME[]` of the module."""
-        try:
-            ptr = self._module.get_global(name)
-        except Exception as exc:  # CuPy raises its own CUDADriverError
-            raise BuildError(f"{name!r} is not in {self.path.name}: {exc}") from None
-        return [int(v) for v in cupy.ndarray((n,), dtype=cupy.int64, memptr=ptr).get()]
+        return [int(v) for v in self.global_array(name, (n,), cupy.int64).get()]
 
     def global_array(self, name: str, shape: tuple, dtype) -> "cupy.ndarray":
         """An `extern "C" __device__` array of the module, as a CuPy array (a view: writes go to the GPU's)."""

@@ -666,7 +666,7 @@ class AttentionPrompt:
         """StreamSync, PDL, and the synchronized configurations where the QKV GeMM's tiles are a
         head's columns (BN = D, BM = 128, no cluster) and O's row tiles fit S."""
         out = list(PROMPT_ORDERINGS)
-        if self.S % FMHA_O_ROWS == 0 and self.engines[0].partition(" ")[0] in SYNC_QKV_CONFIGS:
+        if self.S % FMHA_O_ROWS == 0 and syncs_qkv(self.engines[0]):
             out += PROMPT_SYNCED
         return out
 
@@ -769,6 +769,11 @@ class AttentionPrompt:
 SYNC_QKV_CONFIGS = ("128x128x64", "128x128x64pp", "128x128x64tma")
 
 
+def syncs_qkv(engine: str) -> bool:
+    """Does the QKV GeMM on this engine ("<tile config>[ split-K]") tile one head's columns?"""
+    return engine.partition(" ")[0] in SYNC_QKV_CONFIGS
+
+
 def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int) -> dict:
     """The .dep's Params of a prompt of B sequences of S tokens as the GeMMs see it: B S rows (one
     sequence of B S tokens: the waits are computed by the kernels per sequence, the policies only
@@ -868,7 +873,7 @@ class PromptChain:
         output GeMM's, or None."""
         from cusyncgen.cuda import sm90
         for name, words in zip(("the attention stage", "the output GeMM"), self.debug.get().tolist()):
-            msg = sm90.debug_message(sm90.Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words)))
+            msg = sm90.debug_message(sm90.Debug.of(words))
             if msg:
                 return f"{name}: {msg}"
         return None
@@ -895,8 +900,7 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
             "point": f"B={B} S={S}" + (" causal" if causal else ""), "kernel": "sm90"}
     from cusyncgen.cuda.lazy import torch
     # the synchronized configurations need the QKV GeMM on a head's columns: its fastest such engine
-    sync_qkv = [e for e, t in record["qkv"].items()
-                if not isinstance(t, str) and e.partition(" ")[0] in SYNC_QKV_CONFIGS]
+    sync_qkv = [e for e, t in record["qkv"].items() if not isinstance(t, str) and syncs_qkv(e)]
     blk_sync = (AttentionPrompt(model, B, S, causal, (min(sync_qkv, key=record["qkv"].get), engines[1]))
                 if sync_qkv else None)
     runs = {c: blk for c in PROMPT_ORDERINGS}

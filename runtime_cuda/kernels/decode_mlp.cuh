@@ -73,9 +73,11 @@ typedef struct {
 // they add their partial sums but never count or finalize them (what the reduction's end costs;
 // the workspace is left dirty: the caller zeroes it); cusync_decode_next_steps >= 0 replaces
 // kNextSteps (the next GeMM's steps prefetched into L2).
-extern "C" __device__ unsigned long long cusync_decode_trace[2][1024][5];
-extern "C" __device__ int cusync_decode_mode;
-extern "C" __device__ int cusync_decode_next_steps;
+extern "C" {
+__device__ unsigned long long cusync_decode_trace[2][1024][5];
+__device__ int cusync_decode_mode;
+__device__ int cusync_decode_next_steps = -1;
+}
 #define CUSYNC_DECODE_STAMP(gi, slot)                                   \
   do {                                                                  \
     if (threadIdx.x == 0 && blockIdx.x < 1024)                          \
@@ -337,6 +339,23 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   ++pend.n;
 }
 
+// Step (rb, ks) of weight g's rows of this warp into L2 (a bulk prefetch): packed, its NB 16-row
+// tiles (lanes < NB); row-major, its RW rows' bytes of the step (lanes < RW).
+template <class S>
+__device__ __forceinline__ void prefetch_step_l2(const CusyncDecodeGemm& g, int ksteps, int rb, int ks) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const char* w = static_cast<const char*>(g.w);
+  constexpr int kTileBytes = 16 * S::STEP_K * 2;
+  if constexpr (S::PACKED) {
+    if (lane < S::NB)
+      bulk_prefetch_l2(w + (static_cast<size_t>((rb * S::ROWS + warp * S::RW) / 16 + lane) * ksteps + ks) * kTileBytes,
+                       kTileBytes);
+  } else if (lane < S::RW) {
+    const int c0 = ks * S::STEP_K, cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
+    bulk_prefetch_l2(w + static_cast<size_t>(rb * S::ROWS + warp * S::RW + lane) * g.k * 2 + c0 * 2, cols * 2);
+  }
+}
+
 // One GeMM's share of this block, its weights streamed into registers; where it `waits`, `tw` says
 // when the producer tiles of its X columns are posted (TileWait, or a stage's own wait with the same
 // need(t0, t1, tiles, rb, prefetch) over 64-column tiles of X).
@@ -402,16 +421,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
                                                         : make_uint4(0u, 0u, 0u, 0u);
     }
   };
-  // the lane's row of a step (lanes < RW), its bytes of the step, for the bulk L2 prefetch
-  auto prefetch_step = [&](const Cursor& c) {
-    if constexpr (S::PACKED) {
-      if (lane < NB) bulk_prefetch_l2(tile_of(c, lane), kTileBytes);
-    } else if (lane < S::RW) {
-      const int c0 = c.ks * S::STEP_K;
-      const int cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
-      bulk_prefetch_l2(w + static_cast<size_t>(c.rb * S::ROWS + warp * S::RW + lane) * ldw + c0 * 2, cols * 2);
-    }
-  };
+  auto prefetch_step = [&](const Cursor& c) { prefetch_step_l2<S>(g, ksteps, c.rb, c.ks); };
   uint4 wbuf[D][8];
   Cursor next = cursor(begin);  // the step the next load reads
 #pragma unroll
@@ -528,23 +538,10 @@ constexpr int kNextSteps = 2;
 
 template <class S>
 __device__ __forceinline__ void prefetch_share(const CusyncDecodeGemm& g, int steps) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K, total = (g.n / S::ROWS) * ksteps;
   int begin, end;
   block_range(total, blockIdx.x, gridDim.x, begin, end);
-  const char* w = static_cast<const char*>(g.w);
-  constexpr int kTileBytes = 16 * S::STEP_K * 2;
-  for (int s = begin; s < end && s < begin + steps; ++s) {
-    const int rb = s / ksteps, ks = s % ksteps;
-    if constexpr (S::PACKED) {
-      if (lane < S::NB)
-        bulk_prefetch_l2(w + (static_cast<size_t>((rb * S::ROWS + warp * S::RW) / 16 + lane) * ksteps + ks) * kTileBytes,
-                         kTileBytes);
-    } else if (lane < S::RW) {
-      const int c0 = ks * S::STEP_K, cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
-      bulk_prefetch_l2(w + static_cast<size_t>(rb * S::ROWS + warp * S::RW + lane) * g.k * 2 + c0 * 2, cols * 2);
-    }
-  }
+  for (int s = begin; s < end && s < begin + steps; ++s) prefetch_step_l2<S>(g, ksteps, s / ksteps, s % ksteps);
 }
 
 template <class S>

@@ -86,6 +86,11 @@ class Debug(ctypes.Structure):
                 ("consumer_x", ctypes.c_int32), ("consumer_y", ctypes.c_int32), ("consumer_z", ctypes.c_int32),
                 ("block", ctypes.c_int32), ("claimed", ctypes.c_int32)]
 
+    @classmethod
+    def of(cls, words) -> "Debug":
+        """The record from its int32 words as read back from the GPU (a list)."""
+        return cls.from_buffer_copy((ctypes.c_int32 * len(words))(*words))
+
 
 class FmhaSync(ctypes.Structure):
     """CusyncSm90FmhaSync: the prompt's attention stage synchronized -- the QKV GeMM's tiles it waits

@@ -226,7 +226,7 @@ class Sm90Chain:
     def timed_out(self) -> str | None:
         """What the first wait that timed out saw (after synchronizing), or None."""
         words = self.debug.cpu().tolist()[:ctypes.sizeof(Debug) // 4]
-        return debug_message(Debug.from_buffer_copy((ctypes.c_int32 * len(words))(*words)))
+        return debug_message(Debug.of(words))
 
     def check_debug(self):
         """Raise if a wait of this chain timed out (call after synchronizing)."""
