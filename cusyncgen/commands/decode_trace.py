@@ -7,8 +7,10 @@ build (CUSYNC_DECODE_TRACE: every block stamps its entry, its first step's mmas,
 reds and its end, and names its SM) and, per model and configuration, prints:
 
 - the time of a CUDA graph of 10 MLPs, replayed back to back (as the bench times it), of the
-  same launches with the weights only read (no X, no mma: what the stream alone takes), and with
-  the partial sums added but never counted or finalized (what the split rows' reduction adds);
+  same launches with the weights only read (no X, no mma: what the stream alone takes), with
+  the partial sums added but never counted or finalized (what the split rows' reduction adds),
+  and with them added and counted but never finalized (the fence and count apart from the
+  finalizing warps' loads, activation and stores);
 - per GeMM, from the launch's first block entry (us): when the last block entered, when the first
   data reached the median block, when the blocks' last steps were issued (first, median, last),
   and the launch's end; the SMs' stream rates (each SM's bytes over its blocks' first-to-last-step
@@ -28,7 +30,7 @@ import statistics
 import sys
 
 CONFIGS = ("StreamSync", "PDL", "TileSync+Chain")
-MODES = ("GeMM", "read only", "no count/finalize")   # cusync_decode_mode 0, 1, 2
+MODES = ("GeMM", "read only", "no count/finalize", "count, no finalize")   # cusync_decode_mode 0-3
 NEXT_STEPS = (0, 2, 8)   # cusync_decode_next_steps swept beside the default (decode_mlp.cuh's kNextSteps)
 STEP_BYTES = 4 * 32 * 64 * 2   # a block's step: 4 warps x 32 rows x 64 columns of fp16
 
@@ -130,14 +132,14 @@ def main(argv=None) -> int:
                   "first data (median) | last step first / median / last | end | SM rate GB/s low / median / high | rho run-run | "
                   "rho GeMM-GeMM |")
             print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-            for pf, cfg, ro in ([(-1, c, r) for c in CONFIGS for r in (0, 1, 2)]
+            for pf, cfg, ro in ([(-1, c, r) for c in CONFIGS for r in range(len(MODES))]
                                 + [(n, c, 0) for c in CONFIGS[:2] for n in NEXT_STEPS]):
                 if ro and cfg == "TileSync+Chain":
                     continue
-                mode[...] = ro
-                next_steps[...] = pf
-                z[...] = cupy.nan
-                with stream:
+                with stream:   # the globals set and z poisoned in the kernels' stream
+                    mode[...] = ro
+                    next_steps[...] = pf
+                    z[...] = cupy.nan
                     mlp.run(stream, cfg, x, w1, w2, y, z)
                 stream.synchronize()
                 mlp.check_stages()
@@ -148,15 +150,16 @@ def main(argv=None) -> int:
                     t = timing.median(timing.time_graphs([graph], stream, iters=20)) / 10
                 runs = []
                 for _ in range(args.runs):
-                    trace[...] = 0
                     with stream:
+                        trace[...] = 0
                         mlp.run(stream, cfg, x, w1, w2, y, z)
                     stream.synchronize()
                     runs.append(trace.get().tolist())
                 mlp.check_stages()
                 if ro:   # the read alone and the unreduced sums leave the workspace dirty
-                    for a in runner.ws + runner.counts:
-                        a[...] = 0
+                    with stream:
+                        for a in runner.ws + runner.counts:
+                            a[...] = 0
                 t_launch = None
                 for gi in (0, 1):
                     st = [gemm_stats(r, gi, runner.grid, steps[gi]) for r in runs]
@@ -183,8 +186,10 @@ def main(argv=None) -> int:
                           f"{med('last_step', 0):.1f} / {med('last_step', 1):.1f} / {med('last_step', 2):.1f} | "
                           f"{'-' if ends is None else f'{statistics.median(ends):.1f}'} | "
                           f"{lo:.0f} / {mid:.0f} / {hi:.0f} | {fmt(rr)} | {fmt(rg)} |")
-            mode[...] = 0
-            next_steps[...] = -1
+            with stream:
+                mode[...] = 0
+                next_steps[...] = -1
+            stream.synchronize()
             print(f"\nfloor: {wbytes / 1e6:.1f} MB over the copy bandwidth of this run "
                   f"({bandwidth / 1e9:.0f} GB/s) = {wbytes / bandwidth * 1e6:.1f} us")
     return 0

@@ -70,8 +70,9 @@ typedef struct {
 // writes, per GeMM, {entry, first step's mmas issued (its weights and X arrived), last step's
 // reds issued, the block's end, SM} (globaltimer ns) to cusync_decode_trace[gemm][block]. With
 // cusync_decode_mode 1 the GeMMs only stream their weights (no X, no mma: the read alone), with 2
-// they add their partial sums but never count or finalize them (what the reduction's end costs;
-// the workspace is left dirty: the caller zeroes it); cusync_decode_next_steps >= 0 replaces
+// they add their partial sums but never count or finalize them (what the reduction's end costs),
+// with 3 they count them but never finalize (the workspace and counts are left dirty: the caller
+// zeroes them); cusync_decode_next_steps >= 0 replaces
 // kNextSteps (the next GeMM's steps prefetched into L2).
 extern "C" {
 __device__ unsigned long long cusync_decode_trace[2][1024][5];
@@ -231,27 +232,44 @@ __device__ __forceinline__ Group group_of(const CusyncDecodeGemm& g, int row0, i
 }
 
 // The warp that completed a group's count: sums -> activation -> RW output columns; zero the sums
-// and the count; post the producer tile (64 / RW posts a tile).
+// and the count; post the producer tile (64 / RW posts a tile). A lane's row is read 8 tokens at a
+// time, every load of a round issued before its stores (the stores may alias the sums for all the
+// compiler knows, so a load after them waits a round trip per 4 tokens). More a round spills at 3
+// blocks an SM.
 template <int RW>
 __device__ __forceinline__ void finalize(const CusyncDecodeParams& p, const CusyncDecodeGemm& g, const Group& grp,
                                          bool post, int m) {
+  constexpr int kRound = 2;  // float4s of tokens a round
   const int lane = threadIdx.x % 32;
   const int n_out = g.act == 2 ? g.n / 2 : g.n;
   if (lane < RW) {
     __half* y = static_cast<__half*>(g.y);
     float* wa = g.ws + static_cast<size_t>(grp.row_a + lane) * kWsStride;
     float* wb = grp.row_b >= 0 ? g.ws + static_cast<size_t>(grp.row_b + lane) * kWsStride : nullptr;
-    for (int q = 0; q < m; q += 4) {
-      float4 a = __ldcg(reinterpret_cast<const float4*>(wa + q));
-      float4 b = wb ? __ldcg(reinterpret_cast<const float4*>(wb + q)) : make_float4(0.f, 0.f, 0.f, 0.f);
-      __stcg(reinterpret_cast<float4*>(wa + q), make_float4(0.f, 0.f, 0.f, 0.f));
-      if (wb) __stcg(reinterpret_cast<float4*>(wb + q), make_float4(0.f, 0.f, 0.f, 0.f));
-      const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+    for (int q0 = 0; q0 < m; q0 += 4 * kRound) {
+      float4 a[kRound], b[kRound];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (q + j >= m) break;
-        const float v = g.act == 2 ? silu(av[j]) * bv[j] : g.act == 1 ? gelu_tanh(av[j]) : av[j];
-        y[static_cast<size_t>(q + j) * n_out + grp.out_col + lane] = __float2half_rn(v);
+      for (int i = 0; i < kRound; ++i) {
+        const int q = q0 + 4 * i;
+        a[i] = b[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (q < m) {
+          a[i] = __ldcg(reinterpret_cast<const float4*>(wa + q));
+          if (wb) b[i] = __ldcg(reinterpret_cast<const float4*>(wb + q));
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kRound; ++i) {
+        const int q = q0 + 4 * i;
+        if (q >= m) break;
+        __stcg(reinterpret_cast<float4*>(wa + q), make_float4(0.f, 0.f, 0.f, 0.f));
+        if (wb) __stcg(reinterpret_cast<float4*>(wb + q), make_float4(0.f, 0.f, 0.f, 0.f));
+        const float av[4] = {a[i].x, a[i].y, a[i].z, a[i].w}, bv[4] = {b[i].x, b[i].y, b[i].z, b[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (q + j >= m) break;
+          const float v = g.act == 2 ? silu(av[j]) * bv[j] : g.act == 1 ? gelu_tanh(av[j]) : av[j];
+          y[static_cast<size_t>(q + j) * n_out + grp.out_col + lane] = __float2half_rn(v);
+        }
       }
     }
   }
@@ -299,6 +317,9 @@ __device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pen
     if (lane == 0) old = atomicAdd(g.counts + grp.index, static_cast<uint32_t>(pend.steps[i]));
     old = __shfl_sync(0xffffffffu, old, 0);
     if (static_cast<int>(old) + pend.steps[i] == grp.target) {
+#if defined(CUSYNC_DECODE_TRACE)
+      if (cusync_decode_mode == 3) continue;  // trace builds: counted, never finalized
+#endif
       __threadfence();
       finalize<S::RW>(p, g, grp, pend.post, p.m);
     }
