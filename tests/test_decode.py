@@ -112,3 +112,23 @@ def test_a_timed_out_wait_marks_every_chain_row_wrong():
     out = mlp_decode.label_rows([dict(r) for r in rows], {"*": "a wait timed out: ..."})
     assert {r["config"] for r in out if not r["correct"]} == {"TileSync+Chain/decode", "RowSync+Chain/decode"}
     assert all(r["error"].startswith("a wait timed out") for r in out if not r["correct"])
+
+
+def test_warp_k_plans_split_the_rows_evenly_or_not_at_all():
+    """decode.warp_k_plan: one grid for both GeMMs, every GeMM's 16-row groups a whole number a
+    block; none under SwiGLU or where the grid would leave more than 5% of the slots idle."""
+    G = decode.GemmShape
+    gpt3 = (G(6144, 12288, "gelu"), G(12288, 6144))
+    assert decode.warp_k_plan(gpt3, 396) == (384, [1, 2])
+    assert decode.warp_k_plan(gpt3, 264) is None           # 192 blocks of 2 and 4 groups: 73% of the slots
+    assert decode.warp_k_plan(gpt3, 384) == (384, [1, 2])
+    assert decode.warp_k_plan((G(11008, 8192, "swiglu"), G(8192, 5504)), 396) is None
+    assert decode.warp_k_plan((G(4608, 12288),), 396) is None   # 288 groups: 73% of 396
+    grid, ks = decode.warp_k_plan((G(12288, 6144),), 396)
+    assert grid * ks[0] == 768 and grid <= 396 and grid >= 0.95 * 396
+    assert decode.red_smem(decode.WARP_K[0], 2) == 2 * 16 * 9 * 4
+
+
+def test_an_unknown_split_is_refused():
+    with pytest.raises(CusyncError, match="split 'rows' is not one of auto, stream-k, warp-k"):
+        decode.DecodeMlp(1, (decode.GemmShape(128, 128), decode.GemmShape(128, 128)), {}, split="rows")

@@ -1,6 +1,6 @@
 """The decode MLP kernel on a Hopper GPU: every configuration of both models computes the float32
 reference's result on fresh random inputs with poisoned outputs, at M = 1, a ragged M, 16, 24 and
-64, on packed and on row-major weights; the one-launch chains and PDL stay correct over 1000
+64, on packed and on row-major weights, warp-K (GPT-3 at M <= 8) and stream-K; the one-launch chains and PDL stay correct over 1000
 back-to-back launches and 100 graph replays without a reset; a wait that cannot be met gives up
 within its timeout and names the tile and semaphore. Needs CuPy and an sm_90 GPU (nvcc builds the
 kernel's cubin, or the cache holds it)."""
@@ -43,8 +43,20 @@ def errors(mlp, configs, seed, rounds=1):
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("M", [1, 5, 16, 24, 64])
 def test_every_configuration_is_correct(model, M):
-    got = errors(D.MLPDecode(model, M), decode.ORDERINGS, seed=M)
+    mlp = D.MLPDecode(model, M)
+    got = errors(mlp, decode.ORDERINGS, seed=M)
     assert all(e < TOL for e in got.values()), got
+    # GPT-3's GeLU and identity GeMMs take warp-K at M <= 8 (384 and 768 groups of 16 rows on 384
+    # blocks), LLaMA-ep's SwiGLU stream-K
+    assert mlp.runner.warp_k == ([1, 2] if model == "gpt3" and M <= 8 else [0, 0])
+
+
+@pytest.mark.parametrize("M", [1, 5])
+def test_stream_k_is_correct_where_warp_k_is_the_default(M):
+    mlp = D.MLPDecode("gpt3", M, split="stream-k")
+    got = errors(mlp, decode.ORDERINGS, seed=M + 100)
+    assert all(e < TOL for e in got.values()), got
+    assert mlp.runner.warp_k == [0, 0]
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -53,7 +65,7 @@ def test_row_major_weights_are_correct(model):
     assert all(e < TOL for e in got.values()), got
 
 
-@pytest.mark.parametrize("model,M", [("gpt3", 1), ("llama-ep", 64)])
+@pytest.mark.parametrize("model,M", [("gpt3", 1), ("gpt3", 8), ("llama-ep", 64)])
 def test_chains_stay_correct_over_launches_and_replays(model, M):
     mlp = D.MLPDecode(model, M)
     stream = cupy.cuda.Stream()

@@ -153,7 +153,8 @@ def test_the_decode_trace_probe_says_what_it_needs():
                               capture_output=True, text=True, timeout=120)
 
     for args, msg in ((("--runs", "1"), "--runs must be at least 2"), (("--models", "gpt4"), "--models: of gpt3"),
-                      (("--M", "0,16"), "--M: rows from 1 to 64"), (("--M", "x"), "--M: comma-separated")):
+                      (("--M", "0,16"), "--M: rows from 1 to 64"), (("--M", "x"), "--M: comma-separated"),
+                      (("--split", "warp"), "--split: of auto, stream-k")):
         r = run(*args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
     if importlib.util.find_spec("cupy") is not None:
@@ -171,10 +172,10 @@ def test_the_decode_trace_summarizes_stamps():
     for b, (t0, t1, t2, sm) in enumerate([(0, 1000, 9000, 0), (100, 1100, 9100, 0), (200, 1200, 9200, 1),
                                           (300, 1300, 17300, 1)]):
         raw[0][b] = [5000 + t0, 5000 + t1, 5000 + t2, 5500 + t2, sm]
-    st = T.gemm_stats(raw, 0, 4, [1, 1, 1, 1])
+    st = T.gemm_stats(raw, 0, 4, [16384] * 4)
     assert st["t0"] == 5000 and st["last_entry"] == 0.3 and st["last_step"] == pytest.approx((9.0, 9.15, 17.3))
-    # SM 0: 2 steps over 8.1 us; SM 1: 2 steps over 16.1 us
-    assert st["rates"][0] == pytest.approx(2 * T.STEP_BYTES / 8100) and st["rates"][1] < st["rates"][0]
+    # SM 0: 2 blocks' bytes over 8.1 us; SM 1: over 16.1 us
+    assert st["rates"][0] == pytest.approx(2 * 16384 / 8100) and st["rates"][1] < st["rates"][0]
     assert T.rank_correlation({0: 1, 1: 2, 2: 3}, {0: 10, 1: 20, 2: 30}) == pytest.approx(1.0)
     assert T.rank_correlation({0: 1, 1: 2, 2: 3}, {0: 30, 1: 20, 2: 10}) == pytest.approx(-1.0)
     assert T.rank_correlation({0: 1, 1: 2}, {0: 1, 1: 2}) is None

@@ -21,7 +21,10 @@ reds and its end, and names its SM) and, per model and configuration, prints:
   and between the two GeMMs (near 1: the same SMs are slow every time, and a static share
   weighted by SM could even them; near 0: it is noise, and only a dynamic share can).
 
-    python -m cusyncgen.commands.decode_trace [--models gpt3,llama-ep] [--M 1,16] [--runs 5]
+Each point runs with the kernel's default split (`auto`: warp-K where the rows split evenly over
+the grid, decode.warp_k_plan) and with stream-K over the grid (`--split`).
+
+    python -m cusyncgen.commands.decode_trace [--models gpt3,llama-ep] [--M 1,16] [--runs 5] [--split auto,stream-k]
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import sys
 CONFIGS = ("StreamSync", "PDL", "TileSync+Chain")
 MODES = ("GeMM", "read only", "no count/finalize", "count, no finalize")   # cusync_decode_mode 0-3
 NEXT_STEPS = (0, 2, 8)   # cusync_decode_next_steps swept beside the default (decode_mlp.cuh's kNextSteps)
-STEP_BYTES = 4 * 32 * 64 * 2   # a block's step: 4 warps x 32 rows x 64 columns of fp16
+SPLITS = ("auto", "stream-k")   # decode.SPLITS compared (auto: warp-K where it splits the rows evenly)
 
 
 def _ranks(xs: list[float]) -> list[float]:
@@ -55,8 +58,9 @@ def rank_correlation(a: dict, b: dict) -> float | None:
     return num / den if den else None
 
 
-def gemm_stats(raw, gi: int, blocks: int, steps: list[int]) -> dict:
-    """Per-GeMM summary of one traced launch: raw [2, 1024, 5] globaltimer words."""
+def gemm_stats(raw, gi: int, blocks: int, block_bytes: list[int]) -> dict:
+    """Per-GeMM summary of one traced launch: raw [2, 1024, 5] globaltimer words; block_bytes: the
+    weight bytes each block streams."""
     rec = [raw[gi][b] for b in range(blocks) if raw[gi][b][0]]
     t0 = min(r[0] for r in rec)
     us = lambda t: (t - t0) / 1e3  # noqa: E731
@@ -64,8 +68,8 @@ def gemm_stats(raw, gi: int, blocks: int, steps: list[int]) -> dict:
     for b in range(blocks):
         r = raw[gi][b]
         if r[0] and r[2] > r[1] > 0:
-            per_sm.setdefault(int(r[4]), []).append((r[1], r[2], steps[b]))
-    rates = {sm: sum(s for _, _, s in v) * STEP_BYTES / max(1, max(e for _, e, _ in v) - min(f for f, _, _ in v))
+            per_sm.setdefault(int(r[4]), []).append((r[1], r[2], block_bytes[b]))
+    rates = {sm: sum(s for _, _, s in v) / max(1, max(e for _, e, _ in v) - min(f for f, _, _ in v))
              for sm, v in per_sm.items()}   # bytes / ns = GB/s
     ends = sorted(us(r[2]) for r in rec if r[2])
     return {"t0": t0, "last_entry": max(us(r[0]) for r in rec),
@@ -81,9 +85,14 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="gpt3,llama-ep")
     ap.add_argument("--M", default="1,16", help="rows, comma-separated (default 1,16)")
     ap.add_argument("--runs", type=int, default=5, help="traced launches per configuration (default 5)")
+    ap.add_argument("--split", default=",".join(SPLITS),
+                    help=f"the decode kernel's splits, comma-separated (default {','.join(SPLITS)})")
     args = ap.parse_args(argv)
     from cusyncgen.workloads import mlp_decode
 
+    splits = [v for v in args.split.split(",") if v]
+    if not splits or any(v not in SPLITS for v in splits):
+        ap.error(f"--split: of {', '.join(SPLITS)}, not {args.split!r}")
     if args.runs < 2:
         ap.error("--runs must be at least 2 (the rank correlation compares two)")
     models = [m for m in args.models.split(",") if m]
@@ -109,11 +118,12 @@ def main(argv=None) -> int:
           f"--runs {args.runs} on {driver.device_name()}")
     stream = cupy.cuda.Stream(non_blocking=True)
     bandwidth = baselines.ceilings()["bandwidth"]   # the floor's, as the bench's (bytes/s)
-    for model in models:
-        for M in Ms:
+    for model, M in ((a, b) for a in models for b in Ms):
+        for split in splits:
             mlp = mlp_decode.MLPDecode(model, M)
             m = mlp.model
-            runner = mlp._mlp = decode.DecodeMlp(M, mlp_decode.shapes(m), mlp_decode.compiled_policies(m), trace=True)
+            runner = mlp._mlp = decode.DecodeMlp(M, mlp_decode.shapes(m), mlp_decode.compiled_policies(m), trace=True,
+                                                 split=split)
             trace = runner.module.global_array("cusync_decode_trace", (2, 1024, 5), cupy.uint64)
             mode = runner.module.global_array("cusync_decode_mode", (1,), cupy.int32)
             next_steps = runner.module.global_array("cusync_decode_next_steps", (1,), cupy.int32)
@@ -122,12 +132,19 @@ def main(argv=None) -> int:
             ref = mlp.reference(x, w1, w2)
             wbytes = 2 * (w1.size + w2.size)
             sh = runner.shape
-            steps = []
-            for g in mlp_decode.shapes(m):
-                total = (g.n // sh.rows) * (-(-g.k // sh.step_k))
-                steps.append([total * (b + 1) // runner.grid - total * b // runner.grid for b in range(runner.grid)])
-            print(f"\n## {model} M = {M}: {sh.name}, grid {runner.grid}, weights {wbytes / 1e6:.1f} MB, "
-                  f"steps a block {min(steps[0])}-{max(steps[0])} / {min(steps[1])}-{max(steps[1])}\n")
+            block_bytes = []   # the weight bytes each block streams, per GeMM
+            for g, wk in zip(mlp_decode.shapes(m), runner.warp_k):
+                ksteps = -(-g.k // sh.step_k)
+                if wk:
+                    block_bytes.append([wk * 16 * ksteps * sh.step_k * 2] * runner.grid)
+                else:
+                    total = (g.n // sh.rows) * ksteps
+                    block_bytes.append([(total * (b + 1) // runner.grid - total * b // runner.grid) * sh.rows * sh.step_k * 2
+                                        for b in range(runner.grid)])
+            form = ", ".join(f"{wk} groups of 16 rows a block (warp-K)" if wk else "stream-K" for wk in runner.warp_k)
+            print(f"\n## {model} M = {M}, split {split}: {sh.name}, grid {runner.grid}, {form}, weights "
+                  f"{wbytes / 1e6:.1f} MB, KB a block {min(block_bytes[0]) // 1024}-{max(block_bytes[0]) // 1024} / "
+                  f"{min(block_bytes[1]) // 1024}-{max(block_bytes[1]) // 1024}\n")
             print("| next GeMM's steps into L2 | config | kernel | graph of 10 (us an MLP) | rel err | GeMM | last entry | "
                   "first data (median) | last step first / median / last | end | SM rate GB/s low / median / high | rho run-run | "
                   "rho GeMM-GeMM |")
@@ -162,7 +179,7 @@ def main(argv=None) -> int:
                             a[...] = 0
                 t_launch = None
                 for gi in (0, 1):
-                    st = [gemm_stats(r, gi, runner.grid, steps[gi]) for r in runs]
+                    st = [gemm_stats(r, gi, runner.grid, block_bytes[gi]) for r in runs]
                     if t_launch is None:
                         t_launch = [s["t0"] for s in st]
                     rel = [(s["t0"] - t0) / 1e3 for s, t0 in zip(st, t_launch)]

@@ -60,6 +60,11 @@ class Shape:
 # weights (no packed copy), for A/B runs and the tests.
 VARIANTS = (Shape(1, 2, 32, 3, True), Shape(2, 2, 32, 3, True), Shape(4, 2, 32, 2, True), Shape(8, 1, 32, 2, True))
 EXTRA = (Shape(1, 2, 32, 3, False),)
+# Warp-K (a block's 16-row groups over all of K, K split over its 4 warps, reduced in shared memory:
+# no reduction through L2 at the GeMM's end) at M <= 8: 16 rows a warp, 3 blocks an SM. At TB = 2
+# it spills at 3 blocks an SM and streams slower than stream-K (docs/design.md).
+WARP_K = (Shape(1, 2, 16, 3, True),)
+SPLITS = ("auto", "stream-k", "warp-k")
 MAX_M = 8 * VARIANTS[-1].tb
 THREADS = 128
 TILE_COLS = 64      # output columns of a producer tile
@@ -77,7 +82,7 @@ class Gemm(ctypes.Structure):
 
     _fields_ = [("x", ctypes.c_void_p), ("w", ctypes.c_void_p), ("y", ctypes.c_void_p), ("ws", ctypes.c_void_p),
                 ("counts", ctypes.c_void_p), ("n", ctypes.c_int32), ("k", ctypes.c_int32), ("act", ctypes.c_int32),
-                ("tile_cols", ctypes.c_int32)]
+                ("tile_cols", ctypes.c_int32), ("warp_k", ctypes.c_int32)]
 
 
 class Params(ctypes.Structure):
@@ -91,7 +96,7 @@ class Params(ctypes.Structure):
 def source(trace: bool = False) -> build.Source:
     """The translation unit of every variant (VARIANTS); `trace`: the diagnostic build whose blocks
     stamp their times (CUSYNC_DECODE_TRACE, python -m cusyncgen.commands.decode_trace)."""
-    lines = [f'#include "{HEADER}"'] + [v.macro for v in VARIANTS + EXTRA]
+    lines = [f'#include "{HEADER}"'] + [v.macro for v in VARIANTS + EXTRA + WARP_K]
     lines.append('extern "C" __device__ const int cusync_decode_params_size = sizeof(CusyncDecodeParams);')
     if trace:   # the trace's globals are the header's
         return build.Source("decode_mlp_trace", "\n".join(lines) + "\n", defines=("CUSYNC_DECODE_TRACE",))
@@ -175,6 +180,29 @@ def variant_for(M: int, shape: Shape | None) -> Shape:
     return shape
 
 
+def warp_k_plan(shapes, slots: int, min_share: float = 0.95) -> tuple[int, list[int]] | None:
+    """Warp-K for GeMMs of `shapes` (one grid for all): the most blocks G <= slots such that every
+    GeMM's 16-row groups split evenly, k = groups / G a block; None under SwiGLU (its gate and up
+    rows are 64 apart) or where G would leave more than 1 - min_share of the slots idle (the
+    stream then runs on fewer warps: the L2 reduction's full grid is faster)."""
+    from math import gcd
+    if any(g.act == "swiglu" or g.n % 16 for g in shapes):
+        return None
+    groups = [g.n // 16 for g in shapes]
+    common = 0
+    for n in groups:
+        common = gcd(common, n)
+    grid = max((d for d in range(1, min(common, slots) + 1) if common % d == 0), default=0)
+    if grid < min_share * slots:
+        return None
+    return grid, [n // grid for n in groups]
+
+
+def red_smem(shape: Shape, groups: int) -> int:
+    """Shared memory of warp-K's partial sums: `groups` 16-row groups x (8 TB + 1) fp32 a row."""
+    return groups * 16 * (8 * shape.tb + 1) * 4
+
+
 def resident_grid(kernels, blocks: int) -> int:
     """The grid whose blocks are all resident at once (a later share waits on blocks of an earlier
     one): SMs x the fewest of `blocks` and what each of `kernels` fits an SM."""
@@ -202,7 +230,9 @@ class DecodeMlp:
     `timed_out()` says which tile it waited on."""
 
     def __init__(self, M: int, shapes: tuple[GemmShape, GemmShape], policies: dict, timeout_ns: int = 2_000_000_000,
-                 shape: Shape | None = None, trace: bool = False):
+                 shape: Shape | None = None, trace: bool = False, split: str = "auto"):
+        if split not in SPLITS:
+            raise DecodeError(f"split {split!r} is not one of {', '.join(SPLITS)}")
         from cusyncgen.cuda.lazy import cupy
         from cusyncgen.cuda.sm90.desc import policy_desc
 
@@ -216,6 +246,17 @@ class DecodeMlp:
         self.module = module(trace)
         self.kernel = self.module.kernel(self.shape.name, THREADS)
         self.grid = resident_grid([self.kernel], self.shape.blocks)
+        self.warp_k = [0, 0]   # 16-row groups a block per GeMM (0: stream-K)
+        if split != "stream-k" and shape is None:
+            wk = next((v for v in WARP_K if 8 * v.tb >= M), None)
+            kern = self.module.kernel(wk.name, THREADS) if wk else None
+            plan = warp_k_plan(shapes, resident_grid([kern], wk.blocks)) if wk else None
+            if plan is not None:
+                self.shape, self.grid, self.warp_k = wk, plan[0], plan[1]
+                self.kernel = self.module.kernel(wk.name, THREADS, red_smem(wk, max(plan[1])))
+        if split == "warp-k" and not any(self.warp_k):
+            raise DecodeError(f"warp-K does not split these GeMMs evenly at M = {M} "
+                              f"({', '.join(f'{g.n} x {g.k} {g.act}' for g in shapes)})")
         self.ws = [cupy.zeros(g.n * WS_STRIDE, dtype=cupy.float32) for g in shapes]
         self.counts = [cupy.zeros(g.n // 16, dtype=cupy.uint32) for g in shapes]   # a group of 16 or 32 rows
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
@@ -253,7 +294,8 @@ class DecodeMlp:
         w1, w2 = self._weight(w1), self._weight(w2)
         p = Params()
         for i, (g, (a, w, out)) in enumerate(zip(self.shapes, ((x, w1, y), (y, w2, z)))):
-            p.gemm[i] = Gemm(a, w, out, self.ws[i].data.ptr, self.counts[i].data.ptr, g.n, g.k, ACT[g.act], 0)
+            p.gemm[i] = Gemm(a, w, out, self.ws[i].data.ptr, self.counts[i].data.ptr, g.n, g.k, ACT[g.act], 0,
+                             self.warp_k[i])
         if policy is not None:
             p.policy = self.policies[policy]
             p.sems, p.ticket = self.sems[policy].data.ptr, self.tickets[policy].data.ptr

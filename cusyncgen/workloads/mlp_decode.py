@@ -83,6 +83,7 @@ class MLPDecode:
     M: int
     timeout_ns: int = TIMEOUT_NS
     shape: "decode.Shape | None" = None   # the kernel variant (None: decode.variant(M))
+    split: str = "auto"   # decode.SPLITS: warp-K where it splits the rows evenly, else stream-K
     kernel = "sm90"
     _mlp: object = field(default=None, repr=False)
 
@@ -99,7 +100,7 @@ class MLPDecode:
     def runner(self) -> decode.DecodeMlp:
         if self._mlp is None:
             self._mlp = decode.DecodeMlp(self.M, shapes(self.model), compiled_policies(self.model), self.timeout_ns,
-                                         self.shape)
+                                         self.shape, split=self.split)
         return self._mlp
 
     def configs(self) -> list["DecodeConfig"]:

@@ -20,6 +20,12 @@
 // the sums, applies the activation, stores 32 columns of the output, zeroes the sums and the count
 // for the next launch (so nothing is reset between launches), and posts the group's producer tile.
 //
+// Warp-K (CusyncDecodeGemm::warp_k > 0; 16-row variants, no SwiGLU): a block owns warp_k groups of
+// 16 weight rows over all of K, its 4 warps split their steps, and the warps add their partial sums
+// into the block's shared memory; after a block barrier the block's warps finalize its groups. No
+// fence, count or L2 round trip ends the GeMM, and each block posts its producer tiles as it ends
+// (the host takes it where the rows split evenly over nearly the whole grid: decode.warp_k_plan).
+//
 // CuSync: in one launch of both GeMMs (`first` 0, `last` 1), a block runs its share of the first,
 // then its share of the second. The second's weight loads do not depend on the first: the warp's
 // first D steps are issued before it waits, and a warp that has to wait prefetches its next weight
@@ -49,6 +55,9 @@ typedef struct {
   int32_t n, k;       // weight rows (a multiple of the variant's 64 or 128), K (a multiple of 32)
   int32_t act;        // 0 identity, 1 GeLU (tanh), 2 SwiGLU of [W1|V] rows interleaved by 64
   int32_t tile_cols;  // output columns of a producer tile the posts count (0: kTileCols)
+  int32_t warp_k;     // > 0: warp-K, this many 16-row groups a block (grid = N / 16 / warp_k), K split
+                      // over its warps and reduced in shared memory (RW = 16 variants, no SwiGLU);
+                      // 0: stream-K over the grid, reduced through L2
 } CusyncDecodeGemm;
 
 typedef struct {
@@ -231,6 +240,29 @@ __device__ __forceinline__ Group group_of(const CusyncDecodeGemm& g, int row0, i
   return Group{row0 / RW, ksteps, row0, row0, -1};
 }
 
+// A lane's output column at tokens q .. q + 3 (< m) from its sums (SwiGLU: and its V sums).
+__device__ __forceinline__ void store_out(const CusyncDecodeGemm& g, const Group& grp, int q, int m,
+                                          const float (&av)[4], const float (&bv)[4]) {
+  const int n_out = g.act == 2 ? g.n / 2 : g.n, lane = threadIdx.x % 32;
+  __half* y = static_cast<__half*>(g.y);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (q + j >= m) break;
+    const float v = g.act == 2 ? silu(av[j]) * bv[j] : g.act == 1 ? gelu_tanh(av[j]) : av[j];
+    y[static_cast<size_t>(q + j) * n_out + grp.out_col + lane] = __float2half_rn(v);
+  }
+}
+
+// The group's output stored by the warp: post its producer tile (after a fence, lane 0).
+__device__ __forceinline__ void post_group(const CusyncDecodeParams& p, const CusyncDecodeGemm& g, const Group& grp) {
+  __threadfence();
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) {
+    const PolicyDesc pol{p.policy};
+    red_release_add(p.sems + pol.sem(Tile{grp.out_col / (g.tile_cols > 0 ? g.tile_cols : kTileCols), 0, 0}), 1u);
+  }
+}
+
 // The warp that completed a group's count: sums -> activation -> RW output columns; zero the sums
 // and the count; post the producer tile (64 / RW posts a tile). A lane's row is read 8 tokens at a
 // time, every load of a round issued before its stores (the stores may alias the sums for all the
@@ -241,9 +273,7 @@ __device__ __forceinline__ void finalize(const CusyncDecodeParams& p, const Cusy
                                          bool post, int m) {
   constexpr int kRound = 2;  // float4s of tokens a round
   const int lane = threadIdx.x % 32;
-  const int n_out = g.act == 2 ? g.n / 2 : g.n;
   if (lane < RW) {
-    __half* y = static_cast<__half*>(g.y);
     float* wa = g.ws + static_cast<size_t>(grp.row_a + lane) * kWsStride;
     float* wb = grp.row_b >= 0 ? g.ws + static_cast<size_t>(grp.row_b + lane) * kWsStride : nullptr;
     for (int q0 = 0; q0 < m; q0 += 4 * kRound) {
@@ -264,24 +294,47 @@ __device__ __forceinline__ void finalize(const CusyncDecodeParams& p, const Cusy
         __stcg(reinterpret_cast<float4*>(wa + q), make_float4(0.f, 0.f, 0.f, 0.f));
         if (wb) __stcg(reinterpret_cast<float4*>(wb + q), make_float4(0.f, 0.f, 0.f, 0.f));
         const float av[4] = {a[i].x, a[i].y, a[i].z, a[i].w}, bv[4] = {b[i].x, b[i].y, b[i].z, b[i].w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (q + j >= m) break;
-          const float v = g.act == 2 ? silu(av[j]) * bv[j] : g.act == 1 ? gelu_tanh(av[j]) : av[j];
-          y[static_cast<size_t>(q + j) * n_out + grp.out_col + lane] = __float2half_rn(v);
-        }
+        store_out(g, grp, q, m, av, bv);
       }
     }
   }
   __syncwarp();
   if (lane == 0) g.counts[grp.index] = 0u;
-  if (post) {
-    __threadfence();
-    __syncwarp();
-    if (lane == 0) {
-      const PolicyDesc pol{p.policy};
-      red_release_add(p.sems + pol.sem(Tile{grp.out_col / (g.tile_cols > 0 ? g.tile_cols : kTileCols), 0, 0}), 1u);
+  if (post) post_group(p, g, grp);
+}
+
+// Warp-K (CusyncDecodeGemm::warp_k): the block's partial sums, [group][16 rows][red_stride] fp32
+// in its dynamic shared memory, zero between GeMMs.
+template <class S>
+__device__ __forceinline__ int red_stride() { return 8 * S::TB + 1; }
+
+__device__ __forceinline__ float* red_buffer() {
+  extern __shared__ float cusync_decode_red[];
+  return cusync_decode_red;
+}
+
+// Every warp's pieces added (the block's barrier): warp w finalizes groups w, w + 4, ... of the
+// block from shared memory and leaves them zero.
+template <class S>
+__device__ __forceinline__ void finalize_block(const CusyncDecodeParams& p, const CusyncDecodeGemm& g, int ksteps,
+                                               bool post) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, st = red_stride<S>(), m = p.m;
+  for (int lg = warp; lg < g.warp_k; lg += kWarps) {
+    const Group grp = group_of<16>(g, (blockIdx.x * g.warp_k + lg) * 16, ksteps);
+    if (lane < 16) {
+      float* r = red_buffer() + (lg * 16 + lane) * st;
+      for (int q = 0; q < m; q += 4) {
+        float av[4], bv[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          av[j] = q + j < m ? r[q + j] : 0.f;
+          if (q + j < m) r[q + j] = 0.f;
+        }
+        store_out(g, grp, q, m, av, bv);
+      }
     }
+    __syncwarp();
+    if (post) post_group(p, g, grp);
   }
 }
 
@@ -295,11 +348,21 @@ struct Pending {
   bool post = false;
   int ksteps = 0;
   int row0[kMax], steps[kMax];
+  int block_gemm = -1;  // warp-K: the GeMM whose block reduction is left to finalize
+  int block_ksteps = 0;
+  bool block_post = false;
 };
 
-// Count the pending pieces; the warp that completes a group's count finalizes the group.
+// Warp-K: the block's barrier, then its groups finalized from shared memory. Stream-K: count the
+// pending pieces; the warp that completes a group's count finalizes the group.
 template <class S>
 __device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pend) {
+  if (pend.block_gemm >= 0) {  // warp-K: every thread of the block settles here
+    __syncthreads();
+    finalize_block<S>(p, p.gemm[pend.block_gemm], pend.block_ksteps, pend.block_post);
+    __syncthreads();
+    pend.block_gemm = -1;
+  }
   if (pend.n == 0) return;
 #if defined(CUSYNC_DECODE_TRACE)
   if (cusync_decode_mode == 2) {  // trace builds: the partial sums added, never counted or finalized
@@ -327,15 +390,29 @@ __device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pen
   pend.n = 0;
 }
 
-// A warp's partial sums of its rows over `piece` steps of row block rb: added to the workspace
-// (relaxed vector reds), the piece left pending.
+// A warp's partial sums of its rows (from row0) over `piece` steps: added to the workspace (relaxed
+// vector reds), the piece left pending; warp-K, to the block's shared memory.
 template <class S>
-__device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float (&acc)[S::NB][S::TB][4], int rb,
+__device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float (&acc)[S::NB][S::TB][4], int row0,
                                       int ksteps, int piece, bool post, Pending& pend) {
   const CusyncDecodeGemm& g = p.gemm[gi];
   constexpr int TB = S::TB, NB = S::NB;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3, m = p.m;
-  const int row0 = rb * S::ROWS + warp * S::RW;
+  const int lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3, m = p.m;
+  if (S::RW == 16 && g.warp_k > 0) {  // warp-K: into the block's shared memory
+    float* buf = red_buffer() + (row0 / 16 - blockIdx.x * g.warp_k) * 16 * red_stride<S>();
+#pragma unroll
+    for (int t = 0; t < TB; ++t) {
+      const int tok = t * 8 + 2 * t4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float* dst = buf + (h * 8 + gid) * red_stride<S>() + tok;
+        if (tok < m) atomicAdd(dst, acc[0][t][2 * h]);
+        if (tok + 1 < m) atomicAdd(dst + 1, acc[0][t][2 * h + 1]);
+        acc[0][t][2 * h] = acc[0][t][2 * h + 1] = 0.f;
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int b = 0; b < NB; ++b)
 #pragma unroll
@@ -360,22 +437,44 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   ++pend.n;
 }
 
-// Step (rb, ks) of weight g's rows of this warp into L2 (a bulk prefetch): packed, its NB 16-row
-// tiles (lanes < NB); row-major, its RW rows' bytes of the step (lanes < RW).
+// Step ks of weight g's RW rows from row0 (this warp's) into L2 (a bulk prefetch): packed, its NB
+// 16-row tiles (lanes < NB); row-major, its RW rows' bytes of the step (lanes < RW).
 template <class S>
-__device__ __forceinline__ void prefetch_step_l2(const CusyncDecodeGemm& g, int ksteps, int rb, int ks) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+__device__ __forceinline__ void prefetch_step_l2(const CusyncDecodeGemm& g, int ksteps, int row0, int ks) {
+  const int lane = threadIdx.x % 32;
   const char* w = static_cast<const char*>(g.w);
   constexpr int kTileBytes = 16 * S::STEP_K * 2;
   if constexpr (S::PACKED) {
     if (lane < S::NB)
-      bulk_prefetch_l2(w + (static_cast<size_t>((rb * S::ROWS + warp * S::RW) / 16 + lane) * ksteps + ks) * kTileBytes,
-                       kTileBytes);
+      bulk_prefetch_l2(w + (static_cast<size_t>(row0 / 16 + lane) * ksteps + ks) * kTileBytes, kTileBytes);
   } else if (lane < S::RW) {
     const int c0 = ks * S::STEP_K, cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
-    bulk_prefetch_l2(w + static_cast<size_t>(rb * S::ROWS + warp * S::RW + lane) * g.k * 2 + c0 * 2, cols * 2);
+    bulk_prefetch_l2(w + static_cast<size_t>(row0 + lane) * g.k * 2 + c0 * 2, cols * 2);
   }
 }
+
+// The steps [begin, end) of this warp, as (row block, K step) pairs from `begin` (rows_of: the
+// warp's first row of a row block): stream-K, the block's share of the grid's row blocks of ROWS
+// rows (every warp the same steps, RW rows each); warp-K, the warp's share of its block's warp_k
+// groups of 16 rows (the block's warps split them, row group major).
+template <class S>
+struct Share {
+  bool warp_k;
+  int begin, end, rb0;
+  __device__ __forceinline__ Share(const CusyncDecodeGemm& g, int ksteps, int block, int grid) {
+    warp_k = S::RW == 16 && g.warp_k > 0;
+    if (warp_k) {
+      block_range(g.warp_k * ksteps, threadIdx.x / 32, kWarps, begin, end);
+      rb0 = block * g.warp_k;
+    } else {
+      block_range((g.n / S::ROWS) * ksteps, block, grid, begin, end);
+      rb0 = 0;
+    }
+  }
+  __device__ __forceinline__ int rows_of(int rb) const {
+    return warp_k ? rb * 16 : rb * S::ROWS + (threadIdx.x / 32) * S::RW;
+  }
+};
 
 // One GeMM's share of this block, its weights streamed into registers; where it `waits`, `tw` says
 // when the producer tiles of its X columns are posted (TileWait, or a stage's own wait with the same
@@ -385,12 +484,20 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
                                          Wait& tw, Pending& pend) {
   const CusyncDecodeGemm& g = p.gemm[gi];
   constexpr int TB = S::TB, D = S::D, NB = S::NB, CK = S::CK;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3;
-  const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K, total = (g.n / S::ROWS) * ksteps, m = p.m;
-  int begin, end;
-  block_range(total, blockIdx.x, gridDim.x, begin, end);
+  const int lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3;
+  const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K, m = p.m;
+  const Share<S> share(g, ksteps, blockIdx.x, gridDim.x);
+  const int begin = share.begin, end = share.end;
+  auto mark_block = [&]() {  // warp-K: the block's reduction, finalized by the next settle
+    if (share.warp_k) {
+      pend.block_gemm = gi;
+      pend.block_ksteps = ksteps;
+      pend.block_post = post;
+    }
+  };
   if (begin >= end) {
     settle<S>(p, pend);
+    mark_block();
     if (grid_wait) pdl_wait_producer_grid();
     return;
   }
@@ -413,7 +520,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
   struct Cursor {
     int rb, ks;
   };
-  auto cursor = [&](int s) { return Cursor{s / ksteps, s % ksteps}; };
+  auto cursor = [&](int s) { return Cursor{share.rb0 + s / ksteps, s % ksteps}; };
   auto advance = [&](Cursor& c) {
     if (++c.ks == ksteps) {
       c.ks = 0;
@@ -425,7 +532,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
   // ordered as the loads read it, zero-padded past K; a warp's steps of a row block follow each other
   constexpr int kTileBytes = 16 * S::STEP_K * 2;
   auto tile_of = [&](const Cursor& c, int b) {
-    return w + (static_cast<size_t>((c.rb * S::ROWS + warp * S::RW) / 16 + b) * ksteps + c.ks) * kTileBytes;
+    return w + (static_cast<size_t>(share.rows_of(c.rb) / 16 + b) * ksteps + c.ks) * kTileBytes;
   };
   auto load = [&](uint4 (&buf)[8], const Cursor& c) {
     if constexpr (S::PACKED) {
@@ -433,7 +540,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       for (int i = 0; i < 8; ++i)
         buf[i] = ld_once(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
     } else {
-      const char* base = w + static_cast<size_t>(c.rb * S::ROWS + warp * S::RW + gid) * ldw +
+      const char* base = w + static_cast<size_t>(share.rows_of(c.rb) + gid) * ldw +
                          (c.ks * S::STEP_K + t4 * 8) * 2;
       const int c0 = c.ks * S::STEP_K;
 #pragma unroll
@@ -442,7 +549,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
                                                         : make_uint4(0u, 0u, 0u, 0u);
     }
   };
-  auto prefetch_step = [&](const Cursor& c) { prefetch_step_l2<S>(g, ksteps, c.rb, c.ks); };
+  auto prefetch_step = [&](const Cursor& c) { prefetch_step_l2<S>(g, ksteps, share.rows_of(c.rb), c.ks); };
   uint4 wbuf[D][8];
   Cursor next = cursor(begin);  // the step the next load reads
 #pragma unroll
@@ -452,6 +559,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       advance(next);
     }
   settle<S>(p, pend);  // the last GeMM's pieces, while this GeMM's first loads are in flight
+  mark_block();
   if (grid_wait) pdl_wait_producer_grid();
 
   const int tiles = (g.k + kTileCols - 1) / kTileCols;
@@ -544,7 +652,7 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       }
       ++piece;
       if (ks == ksteps - 1 || s == end - 1) {
-        flush<S>(p, gi, acc, rb, ksteps, piece, post, pend);
+        flush<S>(p, gi, acc, share.rows_of(rb), ksteps, piece, post, pend);
         piece = 0;
       }
     }
@@ -559,10 +667,10 @@ constexpr int kNextSteps = 2;
 
 template <class S>
 __device__ __forceinline__ void prefetch_share(const CusyncDecodeGemm& g, int steps) {
-  const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K, total = (g.n / S::ROWS) * ksteps;
-  int begin, end;
-  block_range(total, blockIdx.x, gridDim.x, begin, end);
-  for (int s = begin; s < end && s < begin + steps; ++s) prefetch_step_l2<S>(g, ksteps, s / ksteps, s % ksteps);
+  const int ksteps = (g.k + S::STEP_K - 1) / S::STEP_K;
+  const Share<S> share(g, ksteps, blockIdx.x, gridDim.x);
+  for (int s = share.begin; s < share.end && s < share.begin + steps; ++s)
+    prefetch_step_l2<S>(g, ksteps, share.rows_of(share.rb0 + s / ksteps), s % ksteps);
 }
 
 template <class S>
@@ -570,6 +678,11 @@ __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
   __shared__ uint32_t epoch_s;
   const bool sync = p.sems != nullptr && p.policy.num_sems > 0 && p.first == 0 && p.last == 1;
   if (threadIdx.x == 0) epoch_s = sync ? launch_epoch(p.ticket, gridDim.x) : 0u;
+  if (S::RW == 16) {  // warp-K's partial sums start at zero
+    int groups = 0;
+    for (int i = p.first; i <= p.last; ++i) groups = p.gemm[i].warp_k > groups ? p.gemm[i].warp_k : groups;
+    for (int i = threadIdx.x; i < groups * 16 * red_stride<S>(); i += kThreads) red_buffer()[i] = 0.f;
+  }
   __syncthreads();
   const uint32_t epoch = epoch_s;
   pdl_launch_dependents();  // a PDL-launched next GeMM may take the SMs this launch leaves
