@@ -198,6 +198,18 @@ def warp_k_plan(shapes, slots: int, min_share: float = 0.95) -> tuple[int, list[
     return grid, [n // grid for n in groups]
 
 
+def warp_k_choice(mod, M: int, shapes):
+    """(variant, kernel, grid, groups a block per GeMM) of warp-K for these GeMMs at M rows on this
+    device, or None (M past the warp-K variants, or warp_k_plan refuses)."""
+    wk = next((v for v in WARP_K if 8 * v.tb >= M), None)
+    if wk is None:
+        return None
+    plan = warp_k_plan(shapes, resident_grid([mod.kernel(wk.name, THREADS)], wk.blocks))
+    if plan is None:
+        return None
+    return wk, mod.kernel(wk.name, THREADS, red_smem(wk, max(plan[1]))), plan[0], list(plan[1])
+
+
 def red_smem(shape: Shape, groups: int) -> int:
     """Shared memory of warp-K's partial sums: `groups` 16-row groups x (8 TB + 1) fp32 a row."""
     return groups * 16 * (8 * shape.tb + 1) * 4
@@ -248,12 +260,9 @@ class DecodeMlp:
         self.grid = resident_grid([self.kernel], self.shape.blocks)
         self.warp_k = [0, 0]   # 16-row groups a block per GeMM (0: stream-K)
         if split != "stream-k" and shape is None:
-            wk = next((v for v in WARP_K if 8 * v.tb >= M), None)
-            kern = self.module.kernel(wk.name, THREADS) if wk else None
-            plan = warp_k_plan(shapes, resident_grid([kern], wk.blocks)) if wk else None
+            plan = warp_k_choice(self.module, M, shapes)
             if plan is not None:
-                self.shape, self.grid, self.warp_k = wk, plan[0], plan[1]
-                self.kernel = self.module.kernel(wk.name, THREADS, red_smem(wk, max(plan[1])))
+                self.shape, self.kernel, self.grid, self.warp_k = plan
         if split == "warp-k" and not any(self.warp_k):
             raise DecodeError(f"warp-K does not split these GeMMs evenly at M = {M} "
                               f"({', '.join(f'{g.n} x {g.k} {g.act}' for g in shapes)})")
@@ -336,16 +345,25 @@ class DecodeMlp:
 class DecodeGemm:
     """One GeMM alone on the decode kernel (the attention block's QKV and output projections):
     `launch(stream, x, w, y, pdl)` computes y = act(x w^T) at M rows; with pdl the launch may
-    overlap the previous kernel of the stream (its first weight loads before griddepcontrol.wait)."""
+    overlap the previous kernel of the stream (its first weight loads before griddepcontrol.wait).
+    split: as DecodeMlp's (a chain that runs the GeMM in its own kernel needs "stream-k")."""
 
-    def __init__(self, M: int, shape: GemmShape, variant_: Shape | None = None):
+    def __init__(self, M: int, shape: GemmShape, variant_: Shape | None = None, split: str = "auto"):
         from cusyncgen.cuda.lazy import cupy
 
+        if split not in SPLITS:
+            raise DecodeError(f"split {split!r} is not one of {', '.join(SPLITS)}")
         self.M, self.gemm = M, shape
         self.shape = variant_for(M, variant_)
         check_shape(shape.n, shape.k, shape.act, self.shape.rows)
         self.kernel = module().kernel(self.shape.name, THREADS)
         self.grid = resident_grid([self.kernel], self.shape.blocks)
+        self.warp_k = 0
+        plan = warp_k_choice(module(), M, (shape,)) if split != "stream-k" and variant_ is None else None
+        if plan is not None:
+            self.shape, self.kernel, self.grid, (self.warp_k,) = plan
+        if split == "warp-k" and not self.warp_k:
+            raise DecodeError(f"warp-K does not split a {shape.n} x {shape.k} GeMM evenly at M = {M}")
         self.ws = cupy.zeros(shape.n * WS_STRIDE, dtype=cupy.float32)
         self.counts = cupy.zeros(shape.n // 16, dtype=cupy.uint32)
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
@@ -364,7 +382,7 @@ class DecodeGemm:
             w = hit[1].data.ptr
         p = Params()
         g = self.gemm
-        p.gemm[0] = Gemm(x, w, y, self.ws.data.ptr, self.counts.data.ptr, g.n, g.k, ACT[g.act], 0)
+        p.gemm[0] = Gemm(x, w, y, self.ws.data.ptr, self.counts.data.ptr, g.n, g.k, ACT[g.act], 0, self.warp_k)
         p.debug, p.timeout_ns, p.m = self.debug.data.ptr, 0, self.M
         p.first, p.last, p.pdl = 0, 0, int(pdl)
         return p

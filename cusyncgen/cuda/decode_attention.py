@@ -164,8 +164,9 @@ class DecodeAttentionChain:
         nd = heads * HEAD_DIM
         self.batch, self.heads, self.hidden, self.timeout_ns = batch, heads, hidden, int(timeout_ns)
         self.trace = None   # a CuPy uint64 [grid, 8] array: the chain's blocks' phase times (global timer ns)
-        self.gemms = (decode.DecodeGemm(batch, decode.GemmShape(3 * nd, hidden)),
-                      decode.DecodeGemm(batch, decode.GemmShape(hidden, nd)))
+        # the chain's kernels run both GeMMs stream-K on one variant (their packed weights its layout)
+        self.gemms = (decode.DecodeGemm(batch, decode.GemmShape(3 * nd, hidden), split="stream-k"),
+                      decode.DecodeGemm(batch, decode.GemmShape(hidden, nd), split="stream-k"))
         self.shape = self.gemms[0].shape
         self.attn = DecodeAttention(batch, heads, smax, past)
         mod = module()
