@@ -10,6 +10,10 @@ ticket per policy; the debug record) and launches:
   PDL              the second PDL-launched: its first weight loads before griddepcontrol.wait;
   <Policy>+Chain   one launch of both (each block its share of the first, then of the second),
                    the second waiting per 64-column tile of Y on the compiled policy's semaphores.
+
+Each GeMM is split (SPLITS) stream-K over the grid, reduced through L2, or warp-K (warp_k_plan:
+where its 16-row groups split evenly over nearly the whole grid, M <= 8, no SwiGLU), reduced in
+each block's shared memory; "auto" takes warp-K where it applies.
 """
 from __future__ import annotations
 
@@ -198,6 +202,11 @@ def warp_k_plan(shapes, slots: int, min_share: float = 0.95) -> tuple[int, list[
     return grid, [n // grid for n in groups]
 
 
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise DecodeError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+
+
 def warp_k_choice(mod, M: int, shapes):
     """(variant, kernel, grid, groups a block per GeMM) of warp-K for these GeMMs at M rows on this
     device, or None (M past the warp-K variants, or warp_k_plan refuses)."""
@@ -243,8 +252,7 @@ class DecodeMlp:
 
     def __init__(self, M: int, shapes: tuple[GemmShape, GemmShape], policies: dict, timeout_ns: int = 2_000_000_000,
                  shape: Shape | None = None, trace: bool = False, split: str = "auto"):
-        if split not in SPLITS:
-            raise DecodeError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+        check_split(split)
         from cusyncgen.cuda.lazy import cupy
         from cusyncgen.cuda.sm90.desc import policy_desc
 
@@ -351,8 +359,7 @@ class DecodeGemm:
     def __init__(self, M: int, shape: GemmShape, variant_: Shape | None = None, split: str = "auto"):
         from cusyncgen.cuda.lazy import cupy
 
-        if split not in SPLITS:
-            raise DecodeError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+        check_split(split)
         self.M, self.gemm = M, shape
         self.shape = variant_for(M, variant_)
         check_shape(shape.n, shape.k, shape.act, self.shape.rows)
