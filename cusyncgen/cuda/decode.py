@@ -264,13 +264,13 @@ class DecodeMlp:
         for g in shapes:
             check_shape(g.n, g.k, g.act, self.shape.rows)
         self.module = module(trace)
-        self.kernel = self.module.kernel(self.shape.name, THREADS)
-        self.grid = resident_grid([self.kernel], self.shape.blocks)
-        self.warp_k = [0, 0]   # 16-row groups a block per GeMM (0: stream-K)
-        if split != "stream-k" and shape is None:
-            plan = warp_k_choice(self.module, M, shapes)
-            if plan is not None:
-                self.shape, self.kernel, self.grid, self.warp_k = plan
+        plan = warp_k_choice(self.module, M, shapes) if split != "stream-k" and shape is None else None
+        if plan is not None:   # warp_k: 16-row groups a block per GeMM (0: stream-K)
+            self.shape, self.kernel, self.grid, self.warp_k = plan
+        else:
+            self.kernel = self.module.kernel(self.shape.name, THREADS)
+            self.grid = resident_grid([self.kernel], self.shape.blocks)
+            self.warp_k = [0, 0]
         if split == "warp-k" and not any(self.warp_k):
             raise DecodeError(f"warp-K does not split these GeMMs evenly at M = {M} "
                               f"({', '.join(f'{g.n} x {g.k} {g.act}' for g in shapes)})")
@@ -363,12 +363,13 @@ class DecodeGemm:
         self.M, self.gemm = M, shape
         self.shape = variant_for(M, variant_)
         check_shape(shape.n, shape.k, shape.act, self.shape.rows)
-        self.kernel = module().kernel(self.shape.name, THREADS)
-        self.grid = resident_grid([self.kernel], self.shape.blocks)
-        self.warp_k = 0
         plan = warp_k_choice(module(), M, (shape,)) if split != "stream-k" and variant_ is None else None
         if plan is not None:
             self.shape, self.kernel, self.grid, (self.warp_k,) = plan
+        else:
+            self.kernel = module().kernel(self.shape.name, THREADS)
+            self.grid = resident_grid([self.kernel], self.shape.blocks)
+            self.warp_k = 0
         if split == "warp-k" and not self.warp_k:
             raise DecodeError(f"warp-K does not split a {shape.n} x {shape.k} GeMM evenly at M = {M}")
         self.ws = cupy.zeros(shape.n * WS_STRIDE, dtype=cupy.float32)

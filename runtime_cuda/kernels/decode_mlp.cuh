@@ -81,8 +81,8 @@ typedef struct {
 // cusync_decode_mode 1 the GeMMs only stream their weights (no X, no mma: the read alone), with 2
 // they add their partial sums but never count or finalize them (what the reduction's end costs),
 // with 3 they count them but never finalize (the workspace and counts are left dirty: the caller
-// zeroes them); cusync_decode_next_steps >= 0 replaces
-// kNextSteps (the next GeMM's steps prefetched into L2).
+// zeroes them); cusync_decode_next_steps >= 0 replaces kNextSteps (the next GeMM's steps
+// prefetched into L2).
 extern "C" {
 __device__ unsigned long long cusync_decode_trace[2][1024][5];
 __device__ int cusync_decode_mode;
@@ -437,16 +437,25 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   ++pend.n;
 }
 
+// Packed weights (pack_weights): the 16 rows x STEP_K columns of a step are one contiguous tile of
+// kTileBytes, ordered as the loads read it, zero-padded past K; a 16-row group's steps follow each
+// other. The tile of step ks of the 16-row group from row0, + b groups.
+template <class S>
+struct PackedTile {
+  static constexpr int kTileBytes = 16 * S::STEP_K * 2;
+  __device__ __forceinline__ static const char* of(const CusyncDecodeGemm& g, int ksteps, int row0, int b, int ks) {
+    return static_cast<const char*>(g.w) + (static_cast<size_t>(row0 / 16 + b) * ksteps + ks) * kTileBytes;
+  }
+};
+
 // Step ks of weight g's RW rows from row0 (this warp's) into L2 (a bulk prefetch): packed, its NB
 // 16-row tiles (lanes < NB); row-major, its RW rows' bytes of the step (lanes < RW).
 template <class S>
 __device__ __forceinline__ void prefetch_step_l2(const CusyncDecodeGemm& g, int ksteps, int row0, int ks) {
   const int lane = threadIdx.x % 32;
   const char* w = static_cast<const char*>(g.w);
-  constexpr int kTileBytes = 16 * S::STEP_K * 2;
   if constexpr (S::PACKED) {
-    if (lane < S::NB)
-      bulk_prefetch_l2(w + (static_cast<size_t>(row0 / 16 + lane) * ksteps + ks) * kTileBytes, kTileBytes);
+    if (lane < S::NB) bulk_prefetch_l2(PackedTile<S>::of(g, ksteps, row0, lane, ks), PackedTile<S>::kTileBytes);
   } else if (lane < S::RW) {
     const int c0 = ks * S::STEP_K, cols = g.k - c0 < S::STEP_K ? g.k - c0 : S::STEP_K;
     bulk_prefetch_l2(w + static_cast<size_t>(row0 + lane) * g.k * 2 + c0 * 2, cols * 2);
@@ -528,17 +537,12 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
     }
   };
   // load i of a step: rows +8 (i / CK) (block i / (2 CK), half (i / CK) % 2), chunk i % CK
-  // packed weights (pack_weights): the 16 rows x STEP_K columns of a step are one contiguous tile,
-  // ordered as the loads read it, zero-padded past K; a warp's steps of a row block follow each other
-  constexpr int kTileBytes = 16 * S::STEP_K * 2;
-  auto tile_of = [&](const Cursor& c, int b) {
-    return w + (static_cast<size_t>(share.rows_of(c.rb) / 16 + b) * ksteps + c.ks) * kTileBytes;
-  };
   auto load = [&](uint4 (&buf)[8], const Cursor& c) {
     if constexpr (S::PACKED) {
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        buf[i] = ld_once(tile_of(c, i / (2 * CK)) + ((i % (2 * CK)) * 32 + lane) * 16);
+        buf[i] = ld_once(PackedTile<S>::of(g, ksteps, share.rows_of(c.rb), i / (2 * CK), c.ks) +
+                         ((i % (2 * CK)) * 32 + lane) * 16);
     } else {
       const char* base = w + static_cast<size_t>(share.rows_of(c.rb) + gid) * ldw +
                          (c.ks * S::STEP_K + t4 * 8) * 2;
