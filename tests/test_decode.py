@@ -132,3 +132,11 @@ def test_warp_k_plans_split_the_rows_evenly_or_not_at_all():
 def test_an_unknown_split_is_refused():
     with pytest.raises(CusyncError, match="split 'rows' is not one of auto, stream-k, warp-k"):
         decode.DecodeMlp(1, (decode.GemmShape(128, 128), decode.GemmShape(128, 128)), {}, split="rows")
+
+
+def test_a_16_row_variant_runs_warp_k_only():
+    """The 16-row variants' kernels take every GeMM as warp-K (their Share): a caller's variant
+    of 16 rows is refused, never run as stream-K."""
+    with pytest.raises(CusyncError, match="16-row variants run warp-K only"):
+        decode.variant_for(1, decode.WARP_K[0])
+    assert decode.variant_for(5, None) == decode.VARIANTS[0]

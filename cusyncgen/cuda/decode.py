@@ -60,9 +60,10 @@ class Shape:
 
 # The variant each token-block count runs: packed weights, 32 rows a warp, weight loads that skip
 # L1 (it keeps X), and as many blocks an SM and steps in flight as registers allow without spilling
-# (docs/design.md, "Token generation: streaming the weights"); and the same at M <= 8 on row-major
-# weights (no packed copy), for A/B runs and the tests.
-VARIANTS = (Shape(1, 2, 32, 3, True), Shape(2, 2, 32, 3, True), Shape(4, 2, 32, 2, True), Shape(8, 1, 32, 2, True))
+# (at TB = 8 with X's fragments loaded at their step, not a step ahead: Shape::X_AHEAD in the
+# header; docs/design.md, "Token generation: streaming the weights"); and the same at M <= 8 on
+# row-major weights (no packed copy), for A/B runs and the tests.
+VARIANTS = (Shape(1, 2, 32, 3, True), Shape(2, 2, 32, 3, True), Shape(4, 2, 32, 2, True), Shape(8, 2, 32, 2, True))
 EXTRA = (Shape(1, 2, 32, 3, False),)
 # Warp-K (a block's 16-row groups over all of K, K split over its 4 warps, reduced in shared memory:
 # no reduction through L2 at the GeMM's end) at M <= 8: 16 rows a warp, 3 blocks an SM. At TB = 2
@@ -179,6 +180,8 @@ def module(trace: bool = False):
 def variant_for(M: int, shape: Shape | None) -> Shape:
     """`shape`, or variant(M); refused where it holds fewer than M rows."""
     shape = shape or variant(M)
+    if shape.rw == 16:
+        raise DecodeError(f"{shape.name}: the 16-row variants run warp-K only (decode.warp_k_choice takes them)")
     if 8 * shape.tb < M:
         raise DecodeError(f"{shape.name} holds {8 * shape.tb} rows, not M = {M}")
     return shape
@@ -290,13 +293,16 @@ class DecodeMlp:
             self.policies[name] = desc
             self.sems[name] = cupy.zeros(max(1, desc.num_sems), dtype=cupy.uint32)
             self.tickets[name] = cupy.zeros(1, dtype=cupy.uint64)
+        cupy.cuda.get_current_stream().synchronize()   # the zeros in place before a launch on any stream
 
     def prepare(self, *weights) -> None:
-        """Pack weights for a packed variant (once per array; not while a CUDA graph is captured)."""
-        if self.shape.packed:
+        """Pack weights for a packed variant (once per array; not while a CUDA graph is captured;
+        packed before any launch on any stream)."""
+        if self.shape.packed and any(w.data.ptr not in self.packed for w in weights):
             for w in weights:
                 if w.data.ptr not in self.packed:
                     self.packed[w.data.ptr] = (w, pack_weights(w, self.shape.step_k))
+            _cupy().cuda.get_current_stream().synchronize()
 
     def _weight(self, ptr: int) -> int:
         if self.shape.packed:
@@ -376,11 +382,14 @@ class DecodeGemm:
         self.counts = cupy.zeros(shape.n // 16, dtype=cupy.uint32)
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
         self.packed = {}
+        cupy.cuda.get_current_stream().synchronize()   # the zeros in place before a launch on any stream
 
     def prepare(self, w) -> None:
-        """Pack the weight for a packed variant (once per array; not while a graph is captured)."""
+        """Pack the weight for a packed variant (once per array; not while a graph is captured;
+        packed before any launch on any stream)."""
         if self.shape.packed and w.data.ptr not in self.packed:
             self.packed[w.data.ptr] = (w, pack_weights(w, self.shape.step_k))
+            _cupy().cuda.get_current_stream().synchronize()
 
     def params(self, x: int, w: int, y: int, pdl: bool = False) -> Params:
         if self.shape.packed:

@@ -176,7 +176,7 @@ __device__ __forceinline__ void attention_chain(const CusyncDecodeAttnChainParam
   HeadWait hw{&c, epoch};
   run_gemm<S>(p, 1, true, false, false, hw, pending);
   mark(4);
-  settle<S>(p, pending);
+  settle<S, true>(p, pending);
   mark(5);
 }
 
@@ -201,7 +201,7 @@ __device__ __forceinline__ void qkv_stage(const CusyncDecodeAttnChainParams& c) 
   TileWait none{&c.gemms, epoch, 1u};
   none.off = true;
   run_gemm<S>(c.gemms, 0, false, true, false, none, pending);
-  settle<S>(c.gemms, pending);
+  settle<S, true>(c.gemms, pending);
 }
 
 template <int U>
@@ -224,7 +224,7 @@ __device__ __forceinline__ void out_stage(const CusyncDecodeAttnChainParams& c) 
   Pending pending;
   HeadWait hw{&c, epoch};
   run_gemm<S>(c.gemms, 1, true, false, false, hw, pending);
-  settle<S>(c.gemms, pending);
+  settle<S, true>(c.gemms, pending);
 }
 
 }  // namespace decode

@@ -115,6 +115,9 @@ struct Shape {
   static constexpr int TB = TB_, D = D_, RW = RW_;
   static constexpr bool PACKED = PACKED_;
   static constexpr int NB = RW / 16, CK = 8 / (2 * NB), STEP_K = 32 * CK, ROWS = kWarps * RW;
+  // X's fragments loaded a step ahead of their mmas (two copies in registers) where those and the
+  // weights in flight take at most 160 registers; else each step's at the step.
+  static constexpr bool X_AHEAD = 2 * TB * CK * 4 + D * 32 <= 160;
   static_assert(RW == 16 || RW == 32, "a warp holds one or two m16 blocks of rows");
 };
 
@@ -264,16 +267,15 @@ __device__ __forceinline__ void post_group(const CusyncDecodeParams& p, const Cu
 }
 
 // The warp that completed a group's count: sums -> activation -> RW output columns; zero the sums
-// and the count; post the producer tile (64 / RW posts a tile). A lane's row is read 8 tokens at a
-// time, every load of a round issued before its stores (the stores may alias the sums for all the
-// compiler knows, so a load after them waits a round trip per 4 tokens). More a round spills at 3
-// blocks an SM.
-template <int RW>
+// and the count; post the producer tile (64 / RW posts a tile). A lane's row is read 4 kRound
+// tokens at a time, every load of a round issued before its stores (the stores may alias the sums
+// for all the compiler knows, so a load after them waits a round trip per 4 tokens): each round a
+// round trip of L2 latency at the GeMM's end (settle picks kRound).
+template <class S, int kRound>
 __device__ __forceinline__ void finalize(const CusyncDecodeParams& p, const CusyncDecodeGemm& g, const Group& grp,
                                          bool post, int m) {
-  constexpr int kRound = 2;  // float4s of tokens a round
   const int lane = threadIdx.x % 32;
-  if (lane < RW) {
+  if (lane < S::RW) {
     float* wa = g.ws + static_cast<size_t>(grp.row_a + lane) * kWsStride;
     float* wb = grp.row_b >= 0 ? g.ws + static_cast<size_t>(grp.row_b + lane) * kWsStride : nullptr;
     for (int q0 = 0; q0 < m; q0 += 4 * kRound) {
@@ -340,23 +342,28 @@ __device__ __forceinline__ void finalize_block(const CusyncDecodeParams& p, cons
 
 // A warp's pieces whose partial sums are added but not yet counted: counting needs a fence after
 // the adds, and a fence waits for the warp's loads in flight, so the warp counts its pieces once
-// a GeMM (after the next GeMM's first loads are issued), not at every piece.
+// a GeMM (after the next GeMM's first loads are issued), not at every piece. Lane i holds piece i.
 struct Pending {
-  static constexpr int kMax = 4;
+  static constexpr int kMax = 32;
   int n = 0;
   int gemm = 0;  // p.gemm[gemm]
   bool post = false;
   int ksteps = 0;
-  int row0[kMax], steps[kMax];
+  int row0 = 0, steps = 0;  // this lane's piece (lane < n)
   int block_gemm = -1;  // warp-K: the GeMM whose block reduction is left to finalize
   int block_ksteps = 0;
   bool block_post = false;
 };
 
 // Warp-K: the block's barrier, then its groups finalized from shared memory. Stream-K: count the
-// pending pieces; the warp that completes a group's count finalizes the group.
-template <class S>
+// pending pieces, a lane each (their atomics in flight together); the warp that completes a group's
+// count finalizes the group.
+// At a launch's end (kEnd: nothing else is live) the finalize reads all of a lane's 8 TB tokens in
+// one round; within the GeMMs (after the next GeMM's first loads), 8 at a time (32 for TB = 4): more
+// spills.
+template <class S, bool kEnd = false>
 __device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pend) {
+  constexpr int kRound = kEnd ? 2 * S::TB : S::TB == 4 ? 8 : 2;  // float4s of tokens a finalize round
   if (pend.block_gemm >= 0) {  // warp-K: every thread of the block settles here
     __syncthreads();
     finalize_block<S>(p, p.gemm[pend.block_gemm], pend.block_ksteps, pend.block_post);
@@ -374,18 +381,22 @@ __device__ __forceinline__ void settle(const CusyncDecodeParams& p, Pending& pen
   __threadfence();
   __syncwarp();
   const CusyncDecodeGemm& g = p.gemm[pend.gemm];
-  for (int i = 0; i < pend.n; ++i) {
-    const Group grp = group_of<S::RW>(g, pend.row0[i], pend.ksteps);
-    uint32_t old = 0;
-    if (lane == 0) old = atomicAdd(g.counts + grp.index, static_cast<uint32_t>(pend.steps[i]));
-    old = __shfl_sync(0xffffffffu, old, 0);
-    if (static_cast<int>(old) + pend.steps[i] == grp.target) {
+  bool completes = false;
+  if (lane < pend.n) {
+    const Group grp = group_of<S::RW>(g, pend.row0, pend.ksteps);
+    const uint32_t old = atomicAdd(g.counts + grp.index, static_cast<uint32_t>(pend.steps));
+    completes = static_cast<int>(old) + pend.steps == grp.target;
+  }
+  unsigned done = __ballot_sync(0xffffffffu, completes);
 #if defined(CUSYNC_DECODE_TRACE)
-      if (cusync_decode_mode == 3) continue;  // trace builds: counted, never finalized
+  if (cusync_decode_mode == 3) done = 0u;  // trace builds: counted, never finalized
 #endif
-      __threadfence();
-      finalize<S::RW>(p, g, grp, pend.post, p.m);
-    }
+  if (done != 0u) __threadfence();
+  while (done != 0u) {
+    const int i = __ffs(done) - 1;
+    done &= done - 1u;
+    const int row0 = __shfl_sync(0xffffffffu, pend.row0, i);
+    finalize<S, kRound>(p, g, group_of<S::RW>(g, row0, pend.ksteps), pend.post, p.m);
   }
   pend.n = 0;
 }
@@ -398,7 +409,7 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   const CusyncDecodeGemm& g = p.gemm[gi];
   constexpr int TB = S::TB, NB = S::NB;
   const int lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3, m = p.m;
-  if (S::RW == 16 && g.warp_k > 0) {  // warp-K: into the block's shared memory
+  if (S::RW == 16) {  // warp-K (the 16-row variants): into the block's shared memory
     float* buf = red_buffer() + (row0 / 16 - blockIdx.x * g.warp_k) * 16 * red_stride<S>();
 #pragma unroll
     for (int t = 0; t < TB; ++t) {
@@ -432,8 +443,10 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   pend.gemm = gi;
   pend.post = post;
   pend.ksteps = ksteps;
-  pend.row0[pend.n] = row0;
-  pend.steps[pend.n] = piece;
+  if (lane == pend.n) {
+    pend.row0 = row0;
+    pend.steps = piece;
+  }
   ++pend.n;
 }
 
@@ -468,10 +481,9 @@ __device__ __forceinline__ void prefetch_step_l2(const CusyncDecodeGemm& g, int 
 // groups of 16 rows (the block's warps split them, row group major).
 template <class S>
 struct Share {
-  bool warp_k;
+  static constexpr bool warp_k = S::RW == 16;  // the 16-row variants run warp-K only
   int begin, end, rb0;
   __device__ __forceinline__ Share(const CusyncDecodeGemm& g, int ksteps, int block, int grid) {
-    warp_k = S::RW == 16 && g.warp_k > 0;
     if (warp_k) {
       block_range(g.warp_k * ksteps, threadIdx.x / 32, kWarps, begin, end);
       rb0 = block * g.warp_k;
@@ -578,8 +590,8 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       for (int j = 0; j < 4; ++j) acc[b][t][j] = 0.f;
   int piece = 0;  // steps accumulated since the last flush
   Cursor cur_c = cursor(begin);  // the step consumed
-  // The wait for a step's producer tiles, and its X fragments, one step ahead of its mmas: the X
-  // loads' round trip overlaps the step before.
+  // The wait for a step's producer tiles, and its X fragments, one step ahead of its mmas where
+  // registers allow (S::X_AHEAD): the X loads' round trip overlaps the step before.
   auto wait_step = [&](int s, const Cursor& c) {
     if (!waits || tw.off) return;
     const int t0 = c.ks * S::STEP_K / kTileCols;
@@ -598,8 +610,8 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       }
     });
   };
-  uint4 xv[TB][CK];
-  auto load_x = [&](const Cursor& c) {
+  uint4 xv[TB][CK];  // X_AHEAD: the next step's fragments
+  auto load_x = [&](const Cursor& c, uint4 (&xv)[TB][CK]) {
 #pragma unroll
     for (int t = 0; t < TB; ++t) {
       const int tok = t * 8 + gid;
@@ -611,8 +623,10 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       }
     }
   };
-  wait_step(begin, cur_c);
-  load_x(cur_c);
+  if constexpr (S::X_AHEAD) {
+    wait_step(begin, cur_c);
+    load_x(cur_c, xv);
+  }
 
   for (int s0 = begin; s0 < end; s0 += D) {
 #pragma unroll
@@ -620,15 +634,21 @@ __device__ __forceinline__ void run_gemm(const CusyncDecodeParams& p, int gi, bo
       const int s = s0 + d;
       if (s >= end) break;
       const int rb = cur_c.rb, ks = cur_c.ks;
-      advance(cur_c);
-      uint4 xs[TB][CK];
+      uint4 xs[TB][CK];  // this step's X fragments
+      if constexpr (S::X_AHEAD) {
+        advance(cur_c);
 #pragma unroll
-      for (int t = 0; t < TB; ++t)
+        for (int t = 0; t < TB; ++t)
 #pragma unroll
-        for (int c = 0; c < CK; ++c) xs[t][c] = xv[t][c];
-      if (s + 1 < end) {
-        wait_step(s + 1, cur_c);
-        load_x(cur_c);
+          for (int c = 0; c < CK; ++c) xs[t][c] = xv[t][c];
+        if (s + 1 < end) {
+          wait_step(s + 1, cur_c);
+          load_x(cur_c, xv);
+        }
+      } else {
+        wait_step(s, cur_c);
+        load_x(cur_c, xs);
+        advance(cur_c);
       }
       if (read_only) {  // trace builds: the weights' bytes consumed without X or mma
         uint32_t h = 0;
@@ -703,7 +723,7 @@ __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
     prefetch_share<S>(p.gemm[1], kNextSteps);
 #endif
   }
-  settle<S>(p, pending);
+  settle<S, true>(p, pending);
   CUSYNC_DECODE_STAMP(p.last, 3);
 }
 
