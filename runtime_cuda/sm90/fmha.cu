@@ -41,6 +41,24 @@ using Fmha = cutlass::device::Universal<typename cutlass::fmha::kernel::FmhaBuil
 using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 
+// A call's kernel as types, f(As<Fusion>, As<Schedule>): the fusion causal, residual (S not a
+// multiple of the 128-key tile) or none; the schedule 0 cooperative, 1 ping-pong (else 5).
+template <class T>
+struct As {
+  using type = T;
+};
+template <class F>
+int with_kernel(int schedule, bool causal, int S, F&& f) {
+  auto by_fusion = [&](auto sched) -> int {
+    if (causal) return f(As<CausalFusion>{}, sched);
+    if (S % 128) return f(As<ResidualFusion>{}, sched);
+    return f(As<DefaultFusion>{}, sched);
+  };
+  if (schedule == 0) return by_fusion(As<Cooperative>{});
+  if (schedule == 1) return by_fusion(As<Pingpong>{});
+  return 5;
+}
+
 #if !CUSYNC_FMHA_SYNC
 // q, k, v: element (batch b, head h, token s, d) at b * sb + h * sh + s * ld + d
 template <class Fusion, class Schedule>
@@ -65,18 +83,12 @@ int run(const void* q, const void* k, const void* v, int ld, int sb, int sh, voi
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }
 
-template <class Schedule>
-int dispatch(const void* q, const void* k, const void* v, int ld, int sb, int sh, void* o, float* lse, int B, int H,
-             int S, int causal, int sm_count, cudaStream_t s) {
-  if (causal) return run<CausalFusion, Schedule>(q, k, v, ld, sb, sh, o, lse, B, H, S, sm_count, nullptr, s);
-  if (S % 128) return run<ResidualFusion, Schedule>(q, k, v, ld, sb, sh, o, lse, B, H, S, sm_count, nullptr, s);
-  return run<DefaultFusion, Schedule>(q, k, v, ld, sb, sh, o, lse, B, H, S, sm_count, nullptr, s);
-}
 int dispatch(int schedule, const void* q, const void* k, const void* v, int ld, int sb, int sh, void* o, float* lse,
              int B, int H, int S, int causal, int sm_count, cudaStream_t s) {
-  if (schedule == 0) return dispatch<Cooperative>(q, k, v, ld, sb, sh, o, lse, B, H, S, causal, sm_count, s);
-  if (schedule == 1) return dispatch<Pingpong>(q, k, v, ld, sb, sh, o, lse, B, H, S, causal, sm_count, s);
-  return 5;
+  return with_kernel(schedule, causal != 0, S, [&](auto fusion, auto sched) {
+    return run<typename decltype(fusion)::type, typename decltype(sched)::type>(q, k, v, ld, sb, sh, o, lse, B, H, S,
+                                                                                sm_count, nullptr, s);
+  });
 }
 #endif
 }  // namespace
@@ -129,8 +141,6 @@ int run_sync(const void* qkv, void* o, float* lse, int B, int H, int S, bool cau
   f.in_sems = sy.in_sems;
   f.in_tile_m = sy.in_tile_m;
   f.in_tile_n = sy.in_tile_n;
-  f.out_policy = cusync::PolicyDesc{sy.out_policy};
-  f.out_sems = sy.out_sems;
   f.ticket = sy.ticket;
   f.trigger = (sy.flags & CUSYNC_SM90_PDL_TRIGGER) != 0;
   f.pdl_wait = (sy.flags & CUSYNC_SM90_PDL_WAIT) != 0;
@@ -138,7 +148,7 @@ int run_sync(const void* qkv, void* o, float* lse, int B, int H, int S, bool cau
   f.debug = sy.debug;
   typename K::Epilogue::Arguments ep{};
   static_cast<typename K::Builder::CollectiveEpilogue::Arguments&>(ep) = {static_cast<Element*>(o), s_o, lse, s_lse};
-  ep.out_policy = f.out_policy;
+  ep.out_policy = cusync::PolicyDesc{sy.out_policy};
   ep.out_sems = sy.out_sems;
   cutlass::KernelHardwareInfo hw;
   hw.device_id = 0;
@@ -159,13 +169,6 @@ int run_sync(const void* qkv, void* o, float* lse, int B, int H, int S, bool cau
   return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }
 
-template <class Schedule>
-int dispatch_sync(const void* qkv, void* o, float* lse, int B, int H, int S, int causal, int sm_count,
-                  const CusyncSm90FmhaSync& sy, cudaStream_t s) {
-  if (causal) return run_sync<CausalFusion, Schedule>(qkv, o, lse, B, H, S, true, sm_count, sy, s);
-  if (S % 128) return run_sync<ResidualFusion, Schedule>(qkv, o, lse, B, H, S, false, sm_count, sy, s);
-  return run_sync<DefaultFusion, Schedule>(qkv, o, lse, B, H, S, false, sm_count, sy, s);
-}
 }  // namespace cusync_sm90_fmha
 #endif
 
@@ -205,10 +208,10 @@ int cusync_sm90_fmha_sync(const void* qkv, void* o, float* lse, int B, int H, in
   if (sy.out_sems != nullptr && S % CUSYNC_SM90_FMHA_O_ROWS != 0) return 6;
   static_assert(CUSYNC_SM90_FMHA_O_ROWS == cusync::sm90::FmhaSync::kORows, "one O tile size");
   auto s = static_cast<cudaStream_t>(stream);
-  using namespace cusync_sm90_fmha;
-  if (schedule == 0) return dispatch_sync<Cooperative>(qkv, o, lse, B, H, S, causal, sm_count, sy, s);
-  if (schedule == 1) return dispatch_sync<Pingpong>(qkv, o, lse, B, H, S, causal, sm_count, sy, s);
-  return 5;
+  return with_kernel(schedule, causal != 0, S, [&](auto fusion, auto sched) {
+    return cusync_sm90_fmha::run_sync<typename decltype(fusion)::type, typename decltype(sched)::type>(
+        qkv, o, lse, B, H, S, causal != 0, sm_count, sy, s);
+  });
 }
 }
 #endif

@@ -27,13 +27,12 @@
 namespace cusync {
 namespace sm90 {
 
+// The mainloop's side (the wait); the posts of O's tiles are the epilogue's (PostingFmhaEpilogue).
 struct FmhaSync {
   static constexpr int kORows = 64;  // an O tile's rows: one consumer warp group's share of a query tile
   PolicyDesc in_policy{};            // the QKV GeMM's tiles (x: column tile, y: row tile)
   const uint32_t* in_sems = nullptr; // null: no tile wait
   int in_tile_m = 128, in_tile_n = 128;
-  PolicyDesc out_policy{};           // O's tiles (x: head, y: row block of kORows)
-  uint32_t* out_sems = nullptr;      // null: no post
   unsigned long long* ticket = nullptr;
   bool trigger = false, pdl_wait = false;
   long long timeout_ns = 0;
