@@ -409,7 +409,7 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
   const CusyncDecodeGemm& g = p.gemm[gi];
   constexpr int TB = S::TB, NB = S::NB;
   const int lane = threadIdx.x % 32, gid = lane >> 2, t4 = lane & 3, m = p.m;
-  if (S::RW == 16) {  // warp-K (the 16-row variants): into the block's shared memory
+  if constexpr (S::RW == 16) {  // warp-K (the 16-row variants): into the block's shared memory
     float* buf = red_buffer() + (row0 / 16 - blockIdx.x * g.warp_k) * 16 * red_stride<S>();
 #pragma unroll
     for (int t = 0; t < TB; ++t) {
@@ -423,22 +423,23 @@ __device__ __forceinline__ void flush(const CusyncDecodeParams& p, int gi, float
       }
     }
     return;
-  }
+  } else {
 #pragma unroll
-  for (int b = 0; b < NB; ++b)
+    for (int b = 0; b < NB; ++b)
 #pragma unroll
-    for (int t = 0; t < TB; ++t) {
-      const int tok = t * 8 + 2 * t4;
+      for (int t = 0; t < TB; ++t) {
+        const int tok = t * 8 + 2 * t4;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float* dst = g.ws + static_cast<size_t>(row0 + b * 16 + h * 8 + gid) * kWsStride + tok;
-        if (tok + 1 < m)
-          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[b][t][2 * h], acc[b][t][2 * h + 1]));
-        else if (tok < m)
-          atomicAdd(dst, acc[b][t][2 * h]);
-        acc[b][t][2 * h] = acc[b][t][2 * h + 1] = 0.f;
+        for (int h = 0; h < 2; ++h) {
+          float* dst = g.ws + static_cast<size_t>(row0 + b * 16 + h * 8 + gid) * kWsStride + tok;
+          if (tok + 1 < m)
+            atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[b][t][2 * h], acc[b][t][2 * h + 1]));
+          else if (tok < m)
+            atomicAdd(dst, acc[b][t][2 * h]);
+          acc[b][t][2 * h] = acc[b][t][2 * h + 1] = 0.f;
+        }
       }
-    }
+  }
   if (pend.n == Pending::kMax) settle<S>(p, pend);
   pend.gemm = gi;
   pend.post = post;
