@@ -222,6 +222,44 @@ def warp_k_choice(mod, M: int, shapes):
     return wk, mod.kernel(wk.name, THREADS, red_smem(wk, max(plan[1]))), plan[0], list(plan[1])
 
 
+def engine(mod, M: int, shapes, variant_: Shape | None, split: str) -> tuple[Shape, object, int, list[int]]:
+    """(variant, kernel, grid, 16-row groups a block per GeMM, 0: stream-K) of GeMMs `shapes` at M
+    rows: warp-K where the split allows it and warp_k_choice finds a plan (never for a caller's
+    variant), else stream-K on the variant over the resident grid."""
+    shape = variant_for(M, variant_)
+    for g in shapes:
+        check_shape(g.n, g.k, g.act, shape.rows)
+    plan = warp_k_choice(mod, M, shapes) if split != "stream-k" and variant_ is None else None
+    if plan is not None:
+        return plan
+    if split == "warp-k":
+        raise DecodeError(f"warp-K does not split these GeMMs evenly at M = {M} "
+                          f"({', '.join(f'{g.n} x {g.k} {g.act}' for g in shapes)})")
+    kernel = mod.kernel(shape.name, THREADS)
+    return shape, kernel, resident_grid([kernel], shape.blocks), [0] * len(shapes)
+
+
+def pack_into(packed: dict, shape: Shape, weights) -> None:
+    """Each weight's packed copy into `packed` (weight pointer -> (the weight, its copy)) for a
+    packed variant, once per array (not while a CUDA graph is captured), in place before any launch
+    on any stream."""
+    if shape.packed and any(w.data.ptr not in packed for w in weights):
+        for w in weights:
+            if w.data.ptr not in packed:
+                packed[w.data.ptr] = (w, pack_weights(w, shape.step_k))
+        _cupy().cuda.get_current_stream().synchronize()
+
+
+def packed_ptr(packed: dict, shape: Shape, ptr: int) -> int:
+    """The pointer a launch reads for weight `ptr`: its packed copy on a packed variant."""
+    if not shape.packed:
+        return ptr
+    hit = packed.get(ptr)
+    if hit is None:
+        raise DecodeError(f"{shape.name} reads packed weights: prepare() them first")
+    return hit[1].data.ptr
+
+
 def red_smem(shape: Shape, groups: int) -> int:
     """Shared memory of warp-K's partial sums: `groups` 16-row groups x (8 TB + 1) fp32 a row."""
     return groups * 16 * (8 * shape.tb + 1) * 4
@@ -263,20 +301,9 @@ class DecodeMlp:
         if g2.k != g1.n_out:
             raise DecodeError(f"the second GeMM's K ({g2.k}) is not the first's output width ({g1.n_out})")
         self.M, self.shapes, self.timeout_ns = M, shapes, int(timeout_ns)
-        self.shape = variant_for(M, shape)
-        for g in shapes:
-            check_shape(g.n, g.k, g.act, self.shape.rows)
         self.module = module(trace)
-        plan = warp_k_choice(self.module, M, shapes) if split != "stream-k" and shape is None else None
-        if plan is not None:   # warp_k: 16-row groups a block per GeMM (0: stream-K)
-            self.shape, self.kernel, self.grid, self.warp_k = plan
-        else:
-            self.kernel = self.module.kernel(self.shape.name, THREADS)
-            self.grid = resident_grid([self.kernel], self.shape.blocks)
-            self.warp_k = [0, 0]
-        if split == "warp-k" and not any(self.warp_k):
-            raise DecodeError(f"warp-K does not split these GeMMs evenly at M = {M} "
-                              f"({', '.join(f'{g.n} x {g.k} {g.act}' for g in shapes)})")
+        # warp_k: 16-row groups a block per GeMM (0: stream-K)
+        self.shape, self.kernel, self.grid, self.warp_k = engine(self.module, M, shapes, shape, split)
         self.ws = [cupy.zeros(g.n * WS_STRIDE, dtype=cupy.float32) for g in shapes]
         self.counts = [cupy.zeros(g.n // 16, dtype=cupy.uint32) for g in shapes]   # a group of 16 or 32 rows
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
@@ -296,25 +323,12 @@ class DecodeMlp:
         cupy.cuda.get_current_stream().synchronize()   # the zeros in place before a launch on any stream
 
     def prepare(self, *weights) -> None:
-        """Pack weights for a packed variant (once per array; not while a CUDA graph is captured;
-        packed before any launch on any stream)."""
-        if self.shape.packed and any(w.data.ptr not in self.packed for w in weights):
-            for w in weights:
-                if w.data.ptr not in self.packed:
-                    self.packed[w.data.ptr] = (w, pack_weights(w, self.shape.step_k))
-            _cupy().cuda.get_current_stream().synchronize()
-
-    def _weight(self, ptr: int) -> int:
-        if self.shape.packed:
-            hit = self.packed.get(ptr)
-            if hit is None:
-                raise DecodeError(f"{self.shape.name} reads packed weights: prepare() them first")
-            return hit[1].data.ptr
-        return ptr
+        """Pack weights for a packed variant (pack_into)."""
+        pack_into(self.packed, self.shape, weights)
 
     def params(self, ptrs, first: int, last: int, policy: str | None = None, pdl: bool = False) -> Params:
         x, w1, w2, y, z = ptrs
-        w1, w2 = self._weight(w1), self._weight(w2)
+        w1, w2 = packed_ptr(self.packed, self.shape, w1), packed_ptr(self.packed, self.shape, w2)
         p = Params()
         for i, (g, (a, w, out)) in enumerate(zip(self.shapes, ((x, w1, y), (y, w2, z)))):
             p.gemm[i] = Gemm(a, w, out, self.ws[i].data.ptr, self.counts[i].data.ptr, g.n, g.k, ACT[g.act], 0,
@@ -367,17 +381,7 @@ class DecodeGemm:
 
         check_split(split)
         self.M, self.gemm = M, shape
-        self.shape = variant_for(M, variant_)
-        check_shape(shape.n, shape.k, shape.act, self.shape.rows)
-        plan = warp_k_choice(module(), M, (shape,)) if split != "stream-k" and variant_ is None else None
-        if plan is not None:
-            self.shape, self.kernel, self.grid, (self.warp_k,) = plan
-        else:
-            self.kernel = module().kernel(self.shape.name, THREADS)
-            self.grid = resident_grid([self.kernel], self.shape.blocks)
-            self.warp_k = 0
-        if split == "warp-k" and not self.warp_k:
-            raise DecodeError(f"warp-K does not split a {shape.n} x {shape.k} GeMM evenly at M = {M}")
+        self.shape, self.kernel, self.grid, (self.warp_k,) = engine(module(), M, (shape,), variant_, split)
         self.ws = cupy.zeros(shape.n * WS_STRIDE, dtype=cupy.float32)
         self.counts = cupy.zeros(shape.n // 16, dtype=cupy.uint32)
         self.debug = cupy.zeros(ctypes.sizeof(Debug) // 4, dtype=cupy.int32)
@@ -385,18 +389,11 @@ class DecodeGemm:
         cupy.cuda.get_current_stream().synchronize()   # the zeros in place before a launch on any stream
 
     def prepare(self, w) -> None:
-        """Pack the weight for a packed variant (once per array; not while a graph is captured;
-        packed before any launch on any stream)."""
-        if self.shape.packed and w.data.ptr not in self.packed:
-            self.packed[w.data.ptr] = (w, pack_weights(w, self.shape.step_k))
-            _cupy().cuda.get_current_stream().synchronize()
+        """Pack the weight for a packed variant (pack_into)."""
+        pack_into(self.packed, self.shape, (w,))
 
     def params(self, x: int, w: int, y: int, pdl: bool = False) -> Params:
-        if self.shape.packed:
-            hit = self.packed.get(w)
-            if hit is None:
-                raise DecodeError(f"{self.shape.name} reads packed weights: prepare() them first")
-            w = hit[1].data.ptr
+        w = packed_ptr(self.packed, self.shape, w)
         p = Params()
         g = self.gemm
         p.gemm[0] = Gemm(x, w, y, self.ws.data.ptr, self.counts.data.ptr, g.n, g.k, ACT[g.act], 0, self.warp_k)

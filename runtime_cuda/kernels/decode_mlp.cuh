@@ -703,7 +703,7 @@ __device__ __forceinline__ void mlp(const CusyncDecodeParams& p) {
   __shared__ uint32_t epoch_s;
   const bool sync = p.sems != nullptr && p.policy.num_sems > 0 && p.first == 0 && p.last == 1;
   if (threadIdx.x == 0) epoch_s = sync ? launch_epoch(p.ticket, gridDim.x) : 0u;
-  if (S::RW == 16) {  // warp-K's partial sums start at zero
+  if constexpr (Share<S>::warp_k) {  // warp-K's partial sums start at zero
     int groups = 0;
     for (int i = p.first; i <= p.last; ++i) groups = p.gemm[i].warp_k > groups ? p.gemm[i].warp_k : groups;
     for (int i = threadIdx.x; i < groups * 16 * red_stride<S>(); i += kThreads) red_buffer()[i] = 0.f;
