@@ -44,3 +44,16 @@ def test_the_markdown_names_the_command_of_the_json():
     lines = bench.markdown(res).splitlines()
     assert lines[2] == "Written by `cusyncgen bench attention -o 'out dir'`."
     assert "Written by" not in bench.markdown(_attention_like())
+
+
+def test_the_decode_table_has_the_swapped_gemm():
+    rows = [{"model": "gpt3", "M": 16, "config": c, "time_us": t, "correct": True, "kernel": "sm90", "tiles": tiles,
+             "speedup_vs_streamsync": 118.0 / t}
+            for c, t, tiles in (("StreamSync", 130.0, "64x128x64"), ("PDL", 125.0, "64x128x64"),
+                                ("StreamSync/decode", 118.0, "decode"), ("PDL/decode", 114.0, "decode"),
+                                ("TileSync+Chain/decode", 116.0, "decode"),
+                                ("PDL/swap", 113.0, "swap 32x64x64sw2"), ("PDL/swap", 112.5, "swap 16x64x128sw2"),
+                                ("cuBLAS", 117.0, None), ("cuBLAS+graph", 114.0, None), ("floor", 102.0, None))]
+    md = bench.markdown({"device": "test", "workload": "mlp", "kernel": "sm90", "vendor": "cuBLAS", "rows": rows})
+    assert ("| gpt3 | 16 | 118.0 | 114.0 | TileSync+Chain/decode | 116.0 | 112.5 (16x64x128sw2) | PDL/swap | 112.5 | "
+            "114.0 | 1.013x | 1.103x |") in md

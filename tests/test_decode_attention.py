@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from cusyncgen.cuda import build, decode_attention as A
+from cusyncgen.cuda import build, decode_attention as A, sm90
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import attention_sm90 as W
 
@@ -70,8 +70,12 @@ def test_engines_fit_their_gemms():
                 es = W.engines_for(B, n, k)
                 assert es[0] == W.DECODE_ENGINE and len(es) > 1
                 for e in es[1:]:
+                    if e.startswith(W.SWAP_ENGINE):   # the swapped GeMM: a token tile that holds B
+                        assert sm90.swap_tile(e.removeprefix(W.SWAP_ENGINE)).BT >= B and n % 128 == 0
+                        continue
                     cfg = e.split()[0]
                     assert cfg.startswith("64x") and n % 128 == 0
+                assert sum(e.startswith(W.SWAP_ENGINE) for e in es) == len(sm90.swap_configs_for(B))
     with pytest.raises(CusyncError, match="does not fit"):
         W.AttentionGen("gpt3", 1, 512, engines=("decode", "128x128x64"))
 

@@ -41,14 +41,16 @@ def test_python_reads_configs_def_as_the_preprocessor_does(tmp_path):
 int main() {
 #define CUSYNC_SM90_TILE(NAME, BM, BN, BK, PP, EPI) std::printf("tile %s %d %d %d %d %d\n", #NAME, BM, BN, BK, PP, EPI);
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) std::printf("stock %s %d %d %d\n", #NAME, BM, BN, BK);
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, S) std::printf("swap %s %d %d %d %d %d\n", #NAME, BT, BW, BK, CW, S);
 #include "configs.def"
-#ifdef CUSYNC_SM90_TILE
+#if defined(CUSYNC_SM90_TILE) || defined(CUSYNC_SM90_STOCK) || defined(CUSYNC_SM90_SWAP)
   std::printf("not undefined\n");
 #endif
 }
 """)
     want = [f"tile {t.name} {t.BM} {t.BN} {t.BK} {int(t.pingpong)} {t.epi_cols}" for t in sm90.TILES]
     want += [f"stock {s.name} {s.BM} {s.BN} {s.BK}" for s in sm90.STOCK_TILES]
+    want += [f"swap {s.name} {s.BT} {s.BW} {s.BK} {s.CW} {s.stages}" for s in sm90.SWAP_TILES]
     assert out.splitlines() == want
     assert sm90.CONFIGS == W.CONFIGS == tuple(t.name for t in sm90.TILES)
     assert "128x192x64tma" in sm90.CONFIGS and sm90.STOCK_CONFIGS == ("128x128x64", "128x256x64")
@@ -60,7 +62,11 @@ def test_every_instantiation_and_table_comes_from_configs_def():
     assert not list(SRC.glob("config_*.cu")) and not list(SRC.glob("stock_*.cu"))
     units = {name: (path.name, defines) for name, path, defines in lib.units()}
     assert set(units) == ({"api", "fmha", "fmha_sync"} | {f"config_{c}" for c in sm90.CONFIGS}
-                          | {f"stock_{c}" for c in sm90.STOCK_CONFIGS})
+                          | {f"stock_{c}" for c in sm90.STOCK_CONFIGS} | {f"swap_{c}" for c in sm90.SWAP_CONFIGS})
+    assert units["swap_16x64x128sw2"] == ("swap.cu", [
+        "-DCUSYNC_SM90_SWAP_FN=swap_16x64x128sw2", "-DCUSYNC_SM90_BT=16", "-DCUSYNC_SM90_BW=64", "-DCUSYNC_SM90_BK=128",
+        "-DCUSYNC_SM90_CW=2", "-DCUSYNC_SM90_STAGES=0"])
+    assert units["swap_16x64x64sw2s10"][1][-1] == "-DCUSYNC_SM90_STAGES=10"
     assert units["fmha"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=0"])
     assert units["fmha_sync"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=1"])
     assert units["config_128x192x64tma"] == ("config.cu", [
@@ -73,8 +79,21 @@ def test_every_instantiation_and_table_comes_from_configs_def():
 
 def test_a_configs_line_is_checked_where_it_is_read():
     one = "CUSYNC_SM90_TILE(128x128x64, 128, 128, 64, 0, 0)\n"
-    tiles, stock = sm90.parse_configs(one + "CUSYNC_SM90_STOCK(128x256x64, 128, 256, 64)\n")
+    tiles, stock, swap = sm90.parse_configs(one + "CUSYNC_SM90_STOCK(128x256x64, 128, 256, 64)\n"
+                                            "CUSYNC_SM90_SWAP(16x64x128sw2, 16, 64, 128, 2, 0)\n")
     assert tiles == (sm90.Tile("128x128x64", 128, 128, 64),) and stock == (sm90.StockTile("128x256x64", 128, 256, 64),)
+    assert swap == (sm90.SwapTile("16x64x128sw2", 16, 64, 128, 2),)
+    assert sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2s10, 16, 64, 64, 2, 10)\n")[2][0].stages == 10
+    with pytest.raises(sm90.Sm90Error, match="fields name it 32x64x128sw2"):
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x128sw2, 32, 64, 128, 2, 0)\n")
+    with pytest.raises(sm90.Sm90Error, match="fields name it 16x64x64sw2s6"):
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 6)\n")
+    with pytest.raises(sm90.Sm90Error, match="x.def:2: swap config 12x64x64sw2: BT a multiple of 8"):
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(12x64x64sw2, 12, 64, 64, 2, 0)\n", "x.def")
+    with pytest.raises(sm90.Sm90Error, match="x.def:2: not a CUSYNC_SM90_SWAP line"):
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2)\n", "x.def")
+    with pytest.raises(sm90.Sm90Error, match="a swap config is listed twice"):
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 0)\n" * 2)
     assert sm90.parse_configs("CUSYNC_SM90_TILE(64x128x64pp, 64, 128, 64, 1, 0)\n")[0][0].pingpong
     with pytest.raises(sm90.Sm90Error, match="its fields name it 128x256x64"):
         sm90.parse_configs("CUSYNC_SM90_TILE(128x128x64, 128, 256, 64, 0, 0)\n")
@@ -223,6 +242,10 @@ namespace cusync_sm90 {
   }
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) \
   int stock_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t) { return 0; }
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, S)                                                               \
+  int swap_##NAME(int e, const void*, const void*, void*, int, int N, int, int, int, cudaStream_t) {             \
+    return e > CUSYNC_SM90_EPI_GELU_TANH ? CUSYNC_SM90_BAD_ARGUMENT : N % (BW * CW) ? CUSYNC_SM90_BAD_SHAPE : 0; \
+  }
 #include "configs.def"
 }  // namespace cusync_sm90
 
@@ -326,6 +349,19 @@ def test_the_loader_reads_the_tables_and_checks_the_layouts(loaded):
     sm90.stock_gemm("128x256x64", 2, 1, 2, 3, 256, 256, 256)   # the stub's: 0
     with pytest.raises(sm90.Sm90Error, match="no stock reference '64x128x64'"):
         sm90.stock_gemm("64x128x64", 1, 1, 2, 3, 256, 256, 256)
+    assert loaded.swap_configs == sm90.SWAP_CONFIGS
+    sm90.swap_gemm("16x64x128sw2", sm90.EPI_GELU_TANH, 1, 2, 3, 16, 256, 256)   # the stub's: 0
+    with pytest.raises(sm90.Sm90Error, match=r"swapped GeMM 16x64x128sw2 \(16 x 96 x 256\): shape not supported"):
+        sm90.swap_gemm("16x64x128sw2", sm90.EPI_IDENTITY, 1, 2, 3, 16, 96, 256)
+    with pytest.raises(sm90.Sm90Error, match="bad argument"):
+        sm90.swap_gemm("16x64x128sw2", sm90.EPI_SWIGLU_PAIR, 1, 2, 3, 16, 256, 256)
+    with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '64x128x64'"):
+        sm90.swap_gemm("64x128x64", sm90.EPI_IDENTITY, 1, 2, 3, 16, 256, 256)
+    # api.cu's own SwiGLU launch checks its arguments before any launch
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):
+        sm90.swiglu_pair(16, 32, 4, 96)
+    with pytest.raises(sm90.Sm90Error, match="bad argument"):
+        sm90.swiglu_pair(0, 32, 4, 128)
 
 
 @pytest.mark.nvcc

@@ -314,6 +314,27 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     assert (first["config"], first["tiles"], first["fastest_stream_order"]) == ("PDL/decode", "decode", "PDL/decode")
     assert first["streamsync_us"] == 3.5 and first["confirm"]["ours_us"] == 3.0
     assert '{1, "PDL/decode", 0, 0, 0, 0, ' in (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
+    # the swapped GeMM at M = 1 (rows named config + "/swap", tiles "swap <config>", keyed by the
+    # library): its PDL faster still; the dispatch entry names its tiles as tokens x weight rows
+    tcfg = {"kernel": "swap", "config": "16x64x128sw2", "g1": {"BM": 16, "BN": 64}, "g2": {"BM": 16, "BN": 64}}
+    sw = [{"model": "gpt3", "M": 1, "config": c + "/swap", "kernel": "sm90", "time_us": t, "correct": True,
+           "rel_err": 1e-3, "tiles": "swap 16x64x128sw2", "splits": "1/1", "tile_cfg": tcfg}
+          for c, t in (("StreamSync", 2.9), ("PDL", 2.5))]
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|swap 16x64x128sw2|lib-abc"] = {"rows": sw, "tiles": "swap 16x64x128sw2"}
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/swap:swap 16x64x128sw2:vendor-forms|lib-abc"] = {"confirm": {
+        "ours_us": 2.6, "stream_us": 2.6, "vendor_us": 9.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
+        "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}}}
+    path.write_text(json.dumps(cache))
+    out = tmp_path / "with-swap"
+    assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(out)]) == 0
+    res = json.loads((out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
+    first = res["choices"][0]
+    assert (first["config"], first["tiles"], first["fastest_stream_order"]) == (
+        "PDL/swap", "swap 16x64x128sw2", "PDL/swap")
+    assert first["streamsync_us"] == 2.9 and first["confirm"]["vendor_us"] == 9.0
+    assert '{1, "PDL/swap", 16, 64, 16, 64, ' in (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
+    table = tune.load_dispatch(out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
+    assert tune.select(table, "gpt3", 1) == ("PDL/swap", tcfg)
     # llama (sm80 only) asked of the sm90 cache: a usage error naming the other family
     with pytest.raises(SystemExit):
         tune.main(["mlp", "--from-cache", str(path), "--models", "llama", "-o", str(tmp_path)])
@@ -376,3 +397,24 @@ def test_the_overhead_benchmark_has_an_sm90_family_on_one_producer_wave():
     assert O.MODEL not in W.MODELS   # not an MLP workload model: no descriptors beside the library
     with pytest.raises(CusyncError, match="no model 'bert'"):
         W.model_of("bert")
+
+
+def test_the_swapped_gemm_points_and_their_names():
+    from cusyncgen.workloads import mlp_swap
+    assert mlp_swap.tile_configs(1) == ["16x64x128sw2", "16x64x64sw2s10", "32x64x64sw2"]
+    assert mlp_swap.tile_configs(17) == ["32x64x64sw2", "64x64x64sw2", "64x64x128sw2"]
+    assert mlp_swap.tile_configs(64) == ["64x64x64sw2", "64x64x128sw2"]
+    assert mlp_swap.fits("llama-ep", 64) and not mlp_swap.fits("llama-ep", 65) and not mlp_swap.fits("llama", 1)
+    mlp = mlp_swap.MLPSwap("llama-ep", 20)
+    assert (mlp.config, mlp.tiles.label) == ("32x64x64sw2", "swap 32x64x64sw2")
+    assert [c.name for c in mlp.configs()] == ["StreamSync/swap", "PDL/swap"]
+    assert mlp.tile_cfg == {"kernel": "swap", "config": "32x64x64sw2", "g1": {"BM": 32, "BN": 64},
+                            "g2": {"BM": 32, "BN": 64}}
+    assert W._instance("llama-ep", 20, mlp.tile_cfg).config == "32x64x64sw2" and W._config("PDL/swap") == "PDL/swap"
+    for bad, what in ((("gpt3", 65), "M = 1 to 64"), (("llama", 1), "no model 'llama'")):
+        with pytest.raises(CusyncError, match=what):
+            mlp_swap.MLPSwap(*bad)
+    with pytest.raises(CusyncError, match="no configuration 'TileSync\\+Chain'"):
+        mlp.run(None, "TileSync+Chain/swap", None, None, None, None, None)
+    with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '16x64x64sw2'"):
+        mlp_swap.MLPSwap("gpt3", 1, "16x64x64sw2").tile_cfg

@@ -18,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from cusyncgen.workloads.base import DECODE, SPLIT_K, is_policy
+from cusyncgen.workloads.base import DECODE, SPLIT_K, SWAP, is_policy
 
 
 def result_stem(workload: str, device: str, options: dict, kernel: str = "sm80") -> str:
@@ -108,10 +108,13 @@ def markdown(result: dict) -> str:
         lines += ["## The decode kernel", "",
                   "At M <= 64 the MLP also ran on the decode kernel (runtime_cuda/kernels/decode_mlp.cuh: packed "
                   "weights streamed into registers, split evenly over every SM; docs/sm90.md, 'Token generation'), "
-                  "every configuration, same run. 'fastest overall': over every kernel and configuration of the point, "
-                  "stream orders included; 'floor': the weights and activations over the run's copy bandwidth.", "",
-                  "| model | M | StreamSync | PDL | fastest policy config | time | fastest overall | time | "
-                  f"{vendor}+graph | vendor / fastest | fastest / floor |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "every configuration, same run, and on the swapped GeMM (runtime_cuda/sm90/swap.cu: the weight as "
+                  "CUTLASS's A operand, tiles of 64 weight rows x 16-64 tokens; stream orders only). 'fastest overall': "
+                  "over every kernel and configuration of the point, stream orders included; 'floor': the weights and "
+                  "activations over the run's copy bandwidth.", "",
+                  "| model | M | StreamSync | PDL | fastest policy config | time | PDL/swap (fastest tile) | "
+                  f"fastest overall | time | {vendor}+graph | vendor / fastest | fastest / floor |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(dec, key=lambda r: (r["model"], r["M"])):
             rs = fastest_per_config(x for x in rows if x["model"] == r["model"] and x["M"] == r["M"])
             mine = {c: x for c, x in rs.items() if c.endswith(DECODE) and x["correct"]}
@@ -119,8 +122,12 @@ def markdown(result: dict) -> str:
             best = min(pol, key=lambda x: x["time_us"]) if pol else None
             ours = fastest_ours((x for x in rs.values() if x["correct"]), vendor)
             vg, fl = rs.get(vendor + "+graph"), rs.get("floor")
+            sw = min((x for x in rows if x["model"] == r["model"] and x["M"] == r["M"] and x["correct"]
+                      and x["config"] == "PDL" + SWAP), key=lambda x: x["time_us"], default=None)
+            sw_cell = "-" if sw is None else f"{_us(sw)} ({sw['tiles'].removeprefix('swap ')})"
             lines.append(f"| {r['model']} | {r['M']} | {_us(r)} | {_us(mine.get('PDL' + DECODE))} | "
-                         f"{'-' if best is None else best['config']} | {_us(best)} | {ours['config']} | {_us(ours)} | "
+                         f"{'-' if best is None else best['config']} | {_us(best)} | {sw_cell} | {ours['config']} | "
+                         f"{_us(ours)} | "
                          f"{'-' if vg is None else vendor_cell(vg)} | {_over(vg, ours)} | {_over(ours, fl)} |")
         lines.append("")
     if result.get("gemm"):

@@ -3,7 +3,8 @@
 - memcheck and synccheck on every sm90 variant of ``python -m cusyncgen.commands.sm90_check
   --sanitizer-target run`` (every ordering and policy, split-K and split-K tails, both ping-pong
   configs, per-GeMM tiles, the grouped and banded orders, the pair-store, SwiGLU and TMA-store
-  epilogues; GPT-3 at M = 128; and the decode kernel's orderings at M = 3-64), launched as the
+  epilogues; GPT-3 at M = 128; the decode kernel's orderings at M = 3-64; the swapped GeMM's at
+  M = 5 and 64), launched as the
   benchmark launches them (memcheck with
   ``--report-api-errors no``: the driver entry-point probes of the libraries are not kernel errors;
   and ``PYTORCH_NO_CUDA_MEMORY_CACHING=1``, so an access past a buffer is past an allocation);

@@ -12,8 +12,8 @@ reported through its ``check_debug``, never a hang.
 Prints one line per variant and exits 1 if any failed; with ``-o DIR`` the same lines go to
 ``DIR/sm90-checks-<device>.log``, whose first line is the command. ``--sanitizer-target run|presatisfied``
 instead runs the small set of variants compute-sanitizer runs (``cusyncgen.commands.sanitize``; the
-decode kernel's orderings too, DECODE_SANITIZER_CASES, and the attention block's,
-ATTENTION_SANITIZER_CASES and PROMPT_SANITIZER_CASES) once each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
+decode kernel's orderings too, DECODE_SANITIZER_CASES, the swapped GeMM's, SWAP_SANITIZER_CASES, and
+the attention block's, ATTENTION_SANITIZER_CASES and PROMPT_SANITIZER_CASES) once each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
 """
 from __future__ import annotations
 
@@ -340,6 +340,7 @@ def sanitizer_target(a, log: Log) -> list[str]:
             if _fatal(e):
                 break
     failures += decode_sanitizer_target(a, log)
+    failures += swap_sanitizer_target(a, log)
     failures += attention_sanitizer_target(a, log)
     log(f"sanitizer target: {len(failures)} variant(s) failed")
     return failures
@@ -407,6 +408,43 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
                 failures.append(name)
                 if _fatal(exc):
                     return failures
+    return failures
+
+
+# The swapped GeMM's compute-sanitizer cases: (model, M), both orderings on each tile config of M
+# (a ragged token tile, LLaMA-ep's SwiGLU kernel, the widest token tile).
+SWAP_SANITIZER_CASES = (("gpt3", 5), ("llama-ep", 5), ("llama-ep", 64))
+
+
+def swap_sanitizer_target(a, log: Log) -> list[str]:
+    """The swapped GeMM (workloads.mlp_swap) in both orderings on every tile config of each case of
+    SWAP_SANITIZER_CASES, each launched once (nothing waits per tile: presatisfied runs the same)."""
+    import cupy
+
+    from cusyncgen.workloads import mlp_swap
+    from cusyncgen.workloads.base import rel_err
+
+    failures: list[str] = []
+    stream = cupy.cuda.Stream()
+    for model, M in SWAP_SANITIZER_CASES:
+        for config in mlp_swap.tile_configs(M):
+            mlp = mlp_swap.MLPSwap(model, M, config)
+            x, w1, w2 = mlp.buffers(seed=7)
+            ref = mlp.reference(x, w1, w2)
+            y, z = mlp.outputs()
+            for cfg in mlp.configs():
+                name = f"{model} M={M} {cfg.name} ({config})"
+                if a.only and a.only not in name:
+                    continue
+
+                def run(cfg=cfg, mlp=mlp, y=y, z=z):
+                    z.fill(cupy.nan)
+                    mlp.run(stream, cfg, x, w1, w2, y, z)
+                exc = run_variant(log, stream, name, run, lambda z=z, ref=ref: rel_err(z, ref))
+                if exc is not None:
+                    failures.append(name)
+                    if _fatal(exc):
+                        return failures
     return failures
 
 

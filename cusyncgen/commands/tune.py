@@ -33,7 +33,10 @@ from cusyncgen.workloads.mlp_tune import (CALIBRATION_M, NO_TILE_SYNC, TERMS, gp
 
 def tiles_from_dict(d: dict):
     """The tiles of a dispatch entry: the sm80 MlpTiles, or for an sm90 choice its Sm90Tiles (tile
-    config and the second GeMM's order)."""
+    config and the second GeMM's order); the sm90 MLP's decode kernel and swapped GeMM: their
+    tile_cfg dict ({"kernel": "decode"}, {"kernel": "swap", "config": ...})."""
+    if d.get("kernel") in ("decode", "swap"):
+        return dict(d)
     if "config" in d:
         return Sm90Tiles.from_dict(d)
     return MlpTiles(Tiles(**d["g1"]), Tiles(**d["g2"]), d["swiglu_mode"])
@@ -183,7 +186,9 @@ def report(result: dict) -> str:
         lines += ["The fastest correct configuration per size on the sm90 kernels: StreamSync, PDL alone, "
                   "TileSync/RowSync +PDL and +Chain (one persistent launch), each also with split-K where it "
                   "applies ('/split-K'), on every tile config the model can use; at M <= 64 also the decode kernel's "
-                  "StreamSync, PDL and TileSync/RowSync +Chain ('/decode', tiles 'decode'). StreamSync and PDL alone "
+                  "StreamSync, PDL and TileSync/RowSync +Chain ('/decode', tiles 'decode'), and the swapped GeMM's "
+                  "StreamSync and PDL ('/swap', tiles 'swap <config>': the weight as CUTLASS's A operand). StreamSync "
+                  "and PDL alone "
                   "are candidates, so the choice is never slower than the fastest stream order. 'speed-up' is over the "
                   "fastest StreamSync among all tile configs and kernels, 'same tiles' over StreamSync on the chosen "
                   "tiles.", ""]

@@ -13,9 +13,10 @@ new token per sequence against its KV cache) on kernels built for bandwidth (doc
     output GeMM z = o Wo^T
 
 Each GeMM runs on an engine (engines_for): the decode kernel (cusyncgen.cuda.decode.DecodeGemm: the
-weight's rows streamed into registers over every SM; the default) or a CUTLASS sm90 tile config of
+weight's rows streamed into registers over every SM; the default), a CUTLASS sm90 tile config of
 the prebuilt library with or without split-K (where B fills the tensor cores: mma.sync makes the
-decode kernel compute-bound at 64 rows). The bench times each GeMM alone on every engine and runs
+decode kernel compute-bound at 64 rows), or the library's swapped GeMM (SwapGemm: the weight as
+CUTLASS's A operand, tiles of 64 weight rows x 16-64 tokens). The bench times each GeMM alone on every engine and runs
 the block on the fastest.
 
 Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the attention and the
@@ -61,6 +62,7 @@ TIMEOUT_NS = 2_000_000_000
 TOL = 2e-2
 VENDOR = "vendor"
 DECODE_ENGINE = "decode"
+SWAP_ENGINE = "swap "   # + a swapped-GeMM config of the library: "swap 16x64x128sw2"
 SDPA_BACKENDS = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
                  "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-math": "MATH"}
 
@@ -311,10 +313,15 @@ def compiled_policies(model: str, B: int, past: int) -> dict:
 
 
 def engines_for(M: int, N: int, K: int) -> list[str]:
-    """The GeMM engines of an M x N x K GeMM: the decode kernel, and each 64-row CUTLASS sm90 tile
-    config (M <= 64) whose BN divides N and BK K, without and with split-K where auto_splits finds
-    one (" splitK<S>@<start>")."""
-    return [DECODE_ENGINE] + tile_engines(M, N, K, lambda c, bm: bm == 64 and not c.endswith(("tma", "c2")))
+    """The GeMM engines of an M x N x K GeMM: the decode kernel, each 64-row CUTLASS sm90 tile config
+    (M <= 64) whose BN divides N and BK K, without and with split-K where auto_splits finds one
+    (" splitK<S>@<start>"), and the swapped GeMM's configs for M rows ("swap <config>",
+    sm90.swap_configs_for) where its 64-row weight tiles in pairs divide N."""
+    from cusyncgen.cuda import sm90
+    swap = [SWAP_ENGINE + c for c in sm90.swap_configs_for(M)
+            if N % (sm90.swap_tile(c).BW * sm90.swap_tile(c).CW) == 0 and K % 8 == 0]
+    return ([DECODE_ENGINE] + tile_engines(M, N, K, lambda c, bm: bm == 64 and not c.endswith(("tma", "c2")))
+            + swap)
 
 
 def tile_engines(M: int, N: int, K: int, keep) -> list[str]:
@@ -365,9 +372,30 @@ class CutlassGemm:
         plan.launch(stream.ptr)
 
 
+class SwapGemm:
+    """One GeMM alone on the swapped GeMM of the prebuilt library (runtime_cuda/sm90/swap.cu: the
+    weight as CUTLASS's A operand; identity epilogue): the same launch interface as
+    decode.DecodeGemm. PDL through CUTLASS's grid dependency control (its loads after the previous
+    grid)."""
+
+    def __init__(self, engine: str, M: int, N: int, K: int):
+        self.config = engine.removeprefix(SWAP_ENGINE)
+        self.M, self.N, self.K = M, N, K
+
+    def prepare(self, w) -> None:
+        """Nothing to pack."""
+
+    def launch(self, stream, x, w, y, pdl: bool = False) -> None:
+        from cusyncgen.cuda import sm90
+        sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, self.M, self.N, self.K,
+                       pdl=pdl, stream=stream.ptr)
+
+
 def gemm_engine(engine: str, M: int, N: int, K: int):
     if engine == DECODE_ENGINE:
         return decode.DecodeGemm(M, decode.GemmShape(N, K))
+    if engine.startswith(SWAP_ENGINE):
+        return SwapGemm(engine, M, N, K)
     return CutlassGemm(engine, M, N, K)
 
 

@@ -13,6 +13,8 @@ from cusyncgen.cuda.configs import Config, Ordering
 SPLIT_K = "/split-K"
 # Rows of the sm90 MLP's decode kernel (workloads.mlp_decode) are named config + DECODE.
 DECODE = "/decode"
+# Rows of the sm90 MLP's swapped GeMM (workloads.mlp_swap) are named config + SWAP.
+SWAP = "/swap"
 
 
 def family(config: str) -> str:

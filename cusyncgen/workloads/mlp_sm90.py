@@ -40,8 +40,8 @@ from cusyncgen.cuda.configs import PDL_ALONE, SM90_ORDERINGS, STREAM_SYNC, Confi
 from cusyncgen import files
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
-from cusyncgen.workloads.base import DECODE, SPLIT_K, family, rel_err
-from cusyncgen.workloads import mlp_decode
+from cusyncgen.workloads.base import DECODE, SPLIT_K, SWAP, family, rel_err
+from cusyncgen.workloads import mlp_decode, mlp_swap
 from cusyncgen.workloads.kernels import examples_dir
 
 SIZES = sm80.SIZES
@@ -656,13 +656,14 @@ def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tile: s
 
 
 # The stream orders of the sm90 MLP: StreamSync and PDL alone on the CUTLASS kernels (with and
-# without split-K) and on the decode kernel.
-STREAM_SYNCS = ("StreamSync", "StreamSync" + SPLIT_K, "StreamSync" + DECODE)
+# without split-K), on the decode kernel and on the swapped GeMM.
+STREAM_SYNCS = ("StreamSync", "StreamSync" + SPLIT_K, "StreamSync" + DECODE, "StreamSync" + SWAP)
 
 
 def rebase(rows: list[dict]) -> float:
     """Every row's speed-up over the fastest correct StreamSync among them (all tile configs, with and
-    without split-K, the decode kernel's: the sm90 kernels in stream order). Returns that time."""
+    without split-K, the decode kernel's, the swapped GeMM's: the sm90 kernels in stream order).
+    Returns that time."""
     ss = [r for r in rows if r["config"] in STREAM_SYNCS]
     base = min(r["time_us"] for r in ([r for r in ss if r["correct"]] or ss))
     for r in rows:
@@ -745,7 +746,7 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     sizes = list(sizes or SIZES)
     dev = driver.device_name()
     ceil = baselines.ceilings()
-    lib_configs = sm90.library().configs
+    lib_configs, lib_swap = sm90.library().configs, sm90.library().swap_configs
     rows, grows = [], []
     stream = cupy.cuda.Stream()
     work = [(m, M) for m in models for M in sizes]
@@ -770,6 +771,8 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
             drows, dmlp, *_ = mlp_decode.measure_point(model, M, iters, stream, seed=1000 * i)
             point += drows
             del dmlp
+        if mlp_swap.fits(model, M):   # and the swapped GeMM
+            point += mlp_swap.measure_point(model, M, iters, stream, seed=1000 * i, configs=lib_swap)
         base = rebase(point)
         rows += point
         mlp, sets, ref = keep
@@ -792,7 +795,8 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
 
 # ---- tune ----
 
-STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K, "StreamSync" + DECODE, "PDL" + DECODE)
+STREAM_ORDERS = ("StreamSync", "PDL", "StreamSync" + SPLIT_K, "PDL" + SPLIT_K, "StreamSync" + DECODE, "PDL" + DECODE,
+                 "StreamSync" + SWAP, "PDL" + SWAP)
 
 
 def choose(model: str, M: int, rows: list[dict]) -> dict:
@@ -868,16 +872,19 @@ def vendor_confirmed(times: dict, forms) -> dict:
     return out
 
 
-def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90 | mlp_decode.MLPDecode":
+def _instance(model: str, M: int, tile_cfg: dict) -> "MLPSm90 | mlp_decode.MLPDecode | mlp_swap.MLPSwap":
     if tile_cfg.get("kernel") == "decode":
         return mlp_decode.MLPDecode(model, M)
+    if tile_cfg.get("kernel") == "swap":
+        return mlp_swap.MLPSwap(model, M, tile_cfg["config"])
     t = Sm90Tiles.from_dict(tile_cfg)
     return MLPSm90(model, M, t.config, t.grouped2, t.banded1, t.banded2, tile2=t.config2, grouped1=t.grouped1)
 
 
 def _config(name: str):
-    """The configuration `run` takes for a row's config name (the decode kernel's: the name)."""
-    return name if name.endswith(DECODE) else Sm90Config.parse(name)
+    """The configuration `run` takes for a row's config name (the decode kernel's and the swapped
+    GeMM's: the name)."""
+    return name if name.endswith((DECODE, SWAP)) else Sm90Config.parse(name)
 
 
 def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
@@ -949,7 +956,8 @@ def settle(choice: dict, confirmed: dict) -> dict:
     s = confirmed.get("stream_us")
     if s is not None and s < confirmed["ours_us"] and choice.get("fastest_stream_order_tile_cfg"):
         t = choice["fastest_stream_order_tile_cfg"]
-        label = mlp_decode.TILES if t.get("kernel") == "decode" else Sm90Tiles.from_dict(t).label
+        label = (mlp_decode.TILES if t.get("kernel") == "decode" else mlp_swap.tiles_label(t["config"])
+                 if t.get("kernel") == "swap" else Sm90Tiles.from_dict(t).label)
         out.update(config=choice["fastest_stream_order"], tile_cfg=t, tiles=label,
                    time_us=choice["fastest_stream_order_us"], fallback=choice["config"],
                    speedup_vs_streamsync=round(choice["streamsync_us"] / choice["fastest_stream_order_us"], 4),
@@ -975,7 +983,8 @@ def library_digest() -> str:
 def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: str | None = None) -> dict:
     """Measure (or reuse from the cache, keyed model|M|tiles|library) every candidate (candidates:
     every tile config in the orders of orders_for(M), and the pair of tile configs the GeMMs alone
-    ran fastest on, measured first and cached as model|M|gemm|library) of every (model, M), choose
+    ran fastest on, measured first and cached as model|M|gemm|library; at M <= 64 the decode kernel
+    and the swapped GeMM's tiles) of every (model, M), choose
     per size, and re-measure the choice against the fastest stream order and cuBLAS + graph
     (confirm, every vendor form; cached under confirm_key). device: report from the cache of
     that device without a GPU."""
@@ -990,10 +999,11 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
         from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
         dev, runtime, configs = driver.device_name(), library_digest(), sm90.library().configs
+        swap_configs = sm90.library().swap_configs
         decode_digest = mlp_decode.digest()
         stream = cupy.cuda.Stream()
     else:
-        dev, configs, stream = device, CONFIGS, None
+        dev, configs, stream, swap_configs = device, CONFIGS, None, sm90.SWAP_CONFIGS
         if not cache.get(dev):
             raise CusyncError(f"the cache has nothing for {dev}", None)
         runtime = next(k for k in reversed(cache[dev]) if "|gemm|" in k).rsplit("|", 1)[1]
@@ -1041,6 +1051,18 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                     del dmlp
                     cupy.get_default_memory_pool().free_all_blocks()
                 rows += [dict(r) for r in entries[key]["rows"]]
+            # the swapped GeMM (the library's kernels: keyed by its runtime); a report from a cache
+            # measured before it has none
+            if mlp_swap.fits(model, M):
+                for cfg in mlp_swap.tile_configs(M, swap_configs):
+                    key = f"{model}|{M}|{mlp_swap.tiles_label(cfg)}|{runtime}"
+                    if key not in entries and device is None:
+                        entries[key] = {"rows": mlp_swap.measure_point(model, M, iters, stream, seed=M, configs=[cfg]),
+                                        "tiles": mlp_swap.tiles_label(cfg)}
+                        files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
+                        cupy.get_default_memory_pool().free_all_blocks()
+                    if key in entries:
+                        rows += [dict(r) for r in entries[key]["rows"]]
             rebase(rows)
             c = choose(model, M, rows)
             ckey = confirm_key(model, M, c, runtime)

@@ -19,11 +19,18 @@ using CreatePlan = int (*)(const CusyncSm90Gemm*, int, unsigned long long*, int,
 using StockGemmFn = int (*)(int cluster_m, const void* A, const void* B, void* C, int M, int N, int K, int raster,
                             int swizzle, cudaStream_t stream);
 
-// plan_<NAME>: config.cu compiled for that line of configs.def; stock_<NAME>: stock.cu.
+// The swapped GeMM of token generation (swap.cu): epilogue IDENTITY or GELU_TANH, Y's row stride ldy.
+using SwapGemmFn = int (*)(int epilogue, const void* W, const void* X, void* Y, int M, int N, int K, int ldy, int pdl,
+                           cudaStream_t stream);
+
+// plan_<NAME>: config.cu compiled for that line of configs.def; stock_<NAME>: stock.cu; swap_<NAME>:
+// swap.cu.
 #define CUSYNC_SM90_TILE(NAME, BM, BN, BK, PINGPONG, EPI_COLS) \
   int plan_##NAME(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) \
   int stock_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES) \
+  int swap_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
 #include "configs.def"
 
 }  // namespace cusync_sm90

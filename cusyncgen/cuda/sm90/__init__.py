@@ -16,8 +16,9 @@ torch data and tile orders) is the workload cusyncgen.workloads.mlp_sm90; the bu
 ``python -m cusyncgen.commands.sm90 build``.
 """
 from cusyncgen.cuda.sm90.errors import Sm90Error
-from cusyncgen.cuda.sm90.tiles import (CONFIGS, STOCK_CONFIGS, STOCK_TILES, TILES, StockTile, Tile, cluster_m,
-                                       order_grid, parse_configs, source_dir, tile_dims)
+from cusyncgen.cuda.sm90.tiles import (CONFIGS, STOCK_CONFIGS, STOCK_TILES, SWAP_CONFIGS, SWAP_TILES, TILES, StockTile,
+                                       SwapTile, Tile, cluster_m, order_grid, parse_configs, source_dir, swap_configs_for,
+                                       swap_tile, tile_dims)
 from cusyncgen.cuda.sm90.split import (ITEM_COST_K, NO_SPLIT, SPLIT_COST_K, Split, as_split, auto_splits, has_split,
                                        split_makespan)
 from cusyncgen.cuda.sm90.desc import (EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY, EPI_SWIGLU_PAIR, STORE_PAIR,
@@ -28,10 +29,12 @@ from cusyncgen.cuda.sm90.desc import (EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY,
 from cusyncgen.cuda.sm90.orders import band_rows, banded_order, cluster_order, grouped_columns, grouped_order
 from cusyncgen.cuda.sm90.lib import LIB_NAME, Library, build, library, library_path, source_hash
 from cusyncgen.cuda.sm90.launch import (FMHA_SCHEDULES, POLICIES, RASTERS, Link, Plan, Sm90Chain, debug_message, fmha,
-                                        fmha_heads, fmha_schedule, fmha_sync, plan_flags, stock_gemm)
+                                        fmha_heads, fmha_schedule, fmha_sync, plan_flags, stock_gemm, swap_gemm,
+                                        swiglu_pair)
 
 __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "ITEM_COST_K",
            "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",
+           "SWAP_CONFIGS", "SWAP_TILES", "SwapTile",
            "STORE_PAIR", "STORE_QUAD", "STRUCTS", "SWIGLU_BLOCK", "TILES", "Debug", "Epilogue", "Gemm", "LaunchFlag",
            "Library", "Link", "Order", "Plan", "Policy", "Sm90Chain", "Sm90Error", "Split", "StockTile", "Store",
            "Tile", "as_split", "auto_splits", "band_rows", "banded_order", "build", "cluster_m", "cluster_order",
@@ -39,4 +42,4 @@ __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIG
            "debug_message", "fmha", "fmha_heads", "fmha_schedule", "fmha_sync", "FMHA_O_ROWS", "FMHA_SCHEDULES",
            "FmhaSync", "library", "permuted_policy", "library_path", "order_desc", "order_grid", "parse_configs", "plan_flags", "policy_desc",
            "producer_rows", "row_major_order", "source_dir", "source_hash", "split_makespan", "stock_gemm",
-           "tile_dims"]
+           "swap_configs_for", "swap_gemm", "swap_tile", "swiglu_pair", "tile_dims"]

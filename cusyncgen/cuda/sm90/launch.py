@@ -1,5 +1,6 @@
 """Launching the sm90 library: a Plan (one persistent launch over one GeMM or the GeMMs of a chain,
-its TMA descriptors built once), the stock CUTLASS reference, and Sm90Chain, the sm90 family's side
+its TMA descriptors built once), the stock CUTLASS reference, the swapped GeMM of token generation
+(with its SwiGLU), and Sm90Chain, the sm90 family's side
 of the one launch decoding: a Config becomes launches in cusyncgen.cuda.chain.steps (as for the
 SM80 kernels), and each launch here becomes a Plan with the library's LaunchFlag (plan_flags):
 
@@ -70,6 +71,26 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
         raise Sm90Error(f"no stock reference {config!r}; the library has {', '.join(lib.stock_configs)}")
     lib.check(lib.dll.cusync_sm90_stock_gemm(config.encode(), cluster_m, A, B, C, M, N, K, RASTERS[raster], swizzle,
                                              ctypes.c_void_p(stream)), f"stock CUTLASS GeMM {config} c{cluster_m}x1")
+
+
+def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int, K: int, ldy: int = 0,
+              pdl: bool = False, stream: int = 0):
+    """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
+    W[N, K]^T), epilogue EPI_IDENTITY or EPI_GELU_TANH, Y's row stride ldy (0: N); pdl: a PDL launch
+    (its loads after the previous grid). Not synchronized per tile."""
+    lib = library()
+    if config not in lib.swap_configs:
+        raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
+    lib.check(lib.dll.cusync_sm90_swap_gemm(config.encode(), epilogue, W, X, Y, M, N, K, ldy or N, int(pdl),
+                                            ctypes.c_void_p(stream)), f"swapped GeMM {config} ({M} x {N} x {K})")
+
+
+def swiglu_pair(yp: int, y: int, M: int, N: int, pdl: bool = False, stream: int = 0):
+    """SwiGLU of a GeMM output whose columns follow [W1|V] interleaved by 64 (SWIGLU_BLOCK): yp [M, N]
+    -> y [M, N / 2]; pdl as swap_gemm's."""
+    lib = library()
+    lib.check(lib.dll.cusync_sm90_swiglu_pair(yp, y, M, N, int(pdl), ctypes.c_void_p(stream)),
+              f"SwiGLU of a {M} x {N} output")
 
 
 FMHA_ERRORS = {1: "the shape is not supported", 2: "a workspace is needed", 3: "the launch failed",

@@ -1,8 +1,8 @@
 """Build and load libcusync_sm90.so (runtime_cuda/sm90/: the CUTLASS 3 based synchronized GeMM).
 
 Building needs nvcc and the CUTLASS headers of the nvidia-cutlass wheel, not a GPU: api.cu, then
-config.cu once per tile configuration and stock.cu once per stock reference of configs.def, and
-fmha.cu twice (CUTLASS's Hopper FMHA, from the wheel's examples/88_hopper_fmha: its stock kernels,
+config.cu once per tile configuration, stock.cu once per stock reference and swap.cu once per
+swapped GeMM of configs.def, and fmha.cu twice (CUTLASS's Hopper FMHA, from the wheel's examples/88_hopper_fmha: its stock kernels,
 and the synchronized ones) (each its own object,
 built in parallel), linked with the static cudart. The library is cached under
 ``$CUSYNCGEN_CACHE`` (or ``~/.cache/cusyncgen``) by the hash of its sources and options, so it can
@@ -30,7 +30,7 @@ from pathlib import Path
 from cusyncgen.cuda import abi
 from cusyncgen.cuda.sm90.desc import STRUCTS, FmhaSync, Gemm
 from cusyncgen.cuda.sm90.errors import Sm90Error
-from cusyncgen.cuda.sm90.tiles import STOCK_TILES, TILES, source_dir
+from cusyncgen.cuda.sm90.tiles import STOCK_TILES, SWAP_TILES, TILES, source_dir
 
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
               "-Xcompiler", "-fPIC"]
@@ -115,12 +115,13 @@ def source_hash() -> str:
 
 def units() -> list[tuple[str, Path, list[str]]]:
     """(object name, source, its -D flags) of every translation unit: api.cu, config.cu per tile
-    configuration, stock.cu per stock reference (configs.def), fmha.cu twice (the prompt's attention on
+    configuration, stock.cu per stock reference, swap.cu per swapped GeMM (configs.def), fmha.cu twice (the prompt's attention on
     CUTLASS's Hopper FMHA: stock, and synchronized)."""
     src = source_dir()
     return ([("api", src / "api.cu", [f"-DCUSYNC_SM90_SOURCE_HASH={source_hash()}"])]
             + [(f"config_{t.name}", src / "config.cu", t.defines) for t in TILES]
             + [(f"stock_{s.name}", src / "stock.cu", s.defines) for s in STOCK_TILES]
+            + [(f"swap_{s.name}", src / "swap.cu", s.defines) for s in SWAP_TILES]
             + [("fmha", src / "fmha.cu", ["-DCUSYNC_FMHA_SYNC=0"]),
                ("fmha_sync", src / "fmha.cu", ["-DCUSYNC_FMHA_SYNC=1"])])
 
@@ -209,7 +210,8 @@ def check_layouts(layouts: dict[str, list[int]]) -> None:
 
 
 class Library:
-    """The loaded library: its tile configs (configs.def's, as it was built), its stock references,
+    """The loaded library: its tile configs (configs.def's, as it was built), its stock references and
+    swapped GeMMs,
     its functions with their ctypes signatures; its struct layouts and sources checked."""
 
     def __init__(self, path: Path, check_sources: bool = True):
@@ -249,6 +251,11 @@ class Library:
                                             + [ctypes.POINTER(FmhaSync), ctypes.c_void_p])
         self.configs = tuple(c for c in d.cusync_sm90_configs().decode().split(",") if c)
         self.stock_configs = tuple(c for c in d.cusync_sm90_stock_configs().decode().split(",") if c)
+        d.cusync_sm90_swap_configs.restype = ctypes.c_char_p
+        d.cusync_sm90_swap_gemm.argtypes = ([ctypes.c_char_p, ctypes.c_int] + [ctypes.c_void_p] * 3
+                                            + [ctypes.c_int] * 5 + [ctypes.c_void_p])
+        d.cusync_sm90_swiglu_pair.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] * 3 + [ctypes.c_void_p]
+        self.swap_configs = tuple(c for c in d.cusync_sm90_swap_configs().decode().split(",") if c)
 
     def check_sources(self) -> None:
         """Refuse a library built from other sources than this checkout's, unless

@@ -1,6 +1,6 @@
 """The tile configurations of the sm90 library, read from runtime_cuda/sm90/configs.def: the one
-list from which the library's instantiations (lib.build compiles config.cu and stock.cu once per
-line), its C table (plan.h, api.cu) and this module's CONFIGS come. Adding a configuration is one
+list from which the library's instantiations (lib.build compiles config.cu, stock.cu and swap.cu
+once per line), its C tables (plan.h, api.cu) and this module's CONFIGS come. Adding a configuration is one
 line there. Also what a config's name says: its tile, and the grid an order walks."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.paths import data_path
 
 CONFIGS_DEF = "configs.def"
-_LINE = re.compile(r"^[ \t]*(CUSYNC_SM90_TILE|CUSYNC_SM90_STOCK)\(([^)]*)\)[ \t]*$", re.M)
+_LINE = re.compile(r"^[ \t]*(CUSYNC_SM90_TILE|CUSYNC_SM90_STOCK|CUSYNC_SM90_SWAP)\(([^)]*)\)[ \t]*$", re.M)
 
 
 def source_dir() -> Path:
@@ -74,10 +74,41 @@ class StockTile:
                 f"-DCUSYNC_SM90_BN={self.BN}", f"-DCUSYNC_SM90_BK={self.BK}"]
 
 
-def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...], tuple[StockTile, ...]]:
-    """The TILE and STOCK lines of a configs.def text, in order: lines that hold the macro call
+@dataclass(frozen=True)
+class SwapTile:
+    """One CUSYNC_SM90_SWAP line: the swapped GeMM of token generation (swap.cu), tiles of BT tokens x
+    BW weight rows x BK, clusters of CW CTAs along the weight rows, `stages` pipeline stages (0: as
+    many as shared memory holds)."""
+
+    name: str
+    BT: int
+    BW: int
+    BK: int
+    CW: int
+    stages: int = 0
+
+    def __post_init__(self):
+        want = f"{self.BT}x{self.BW}x{self.BK}sw{self.CW}" + (f"s{self.stages}" if self.stages else "")
+        if self.name != want:
+            raise Sm90Error(f"swap config {self.name}: its fields name it {want}")
+        if (self.BT % 8 or not 8 <= self.BT <= 256 or self.BW != 64 or self.CW not in (1, 2, 4)
+                or self.stages == 1 or self.stages < 0):
+            raise Sm90Error(f"swap config {self.name}: BT a multiple of 8 up to 256, BW 64 (one consumer warp "
+                            "group), CW 1, 2 or 4, stages 0 (auto) or at least 2")
+
+    @property
+    def defines(self) -> list[str]:
+        """swap.cu's -D flags for this configuration."""
+        return [f"-DCUSYNC_SM90_SWAP_FN=swap_{self.name}", f"-DCUSYNC_SM90_BT={self.BT}",
+                f"-DCUSYNC_SM90_BW={self.BW}", f"-DCUSYNC_SM90_BK={self.BK}", f"-DCUSYNC_SM90_CW={self.CW}",
+                f"-DCUSYNC_SM90_STAGES={self.stages}"]
+
+
+def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...], tuple[StockTile, ...],
+                                                                  tuple[SwapTile, ...]]:
+    """The TILE, STOCK and SWAP lines of a configs.def text, in order: lines that hold the macro call
     alone (its #define and comment lines are not entries)."""
-    tiles, stock = [], []
+    tiles, stock, swap = [], [], []
     for m in _LINE.finditer(text):
         fields = [f.strip() for f in m.group(2).split(",")]
         line = text.count("\n", 0, m.start()) + 1
@@ -85,9 +116,12 @@ def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...]
             if m.group(1) == "CUSYNC_SM90_TILE":
                 name, bm, bn, bk, pp, epi = fields
                 tiles.append(Tile(name, int(bm), int(bn), int(bk), bool(int(pp)), int(epi)))
-            else:
+            elif m.group(1) == "CUSYNC_SM90_STOCK":
                 name, bm, bn, bk = fields
                 stock.append(StockTile(name, int(bm), int(bn), int(bk)))
+            else:
+                name, bt, bw, bk, cw, stages = fields
+                swap.append(SwapTile(name, int(bt), int(bw), int(bk), int(cw), int(stages)))
         except ValueError:
             raise Sm90Error(f"{where}:{line}: not a {m.group(1)} line: {m.group(0).strip()}") from None
         except Sm90Error as e:
@@ -95,20 +129,41 @@ def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...]
     names = [t.name for t in tiles]
     if len(set(names)) != len(names) or not tiles:
         raise Sm90Error(f"{where}: {'a tile config is listed twice' if tiles else 'no tile config'}")
-    return tuple(tiles), tuple(stock)
+    if len({t.name for t in swap}) != len(swap):
+        raise Sm90Error(f"{where}: a swap config is listed twice")
+    return tuple(tiles), tuple(stock), tuple(swap)
 
 
 @lru_cache(maxsize=None)
-def table() -> tuple[tuple[Tile, ...], tuple[StockTile, ...]]:
+def table() -> tuple[tuple[Tile, ...], tuple[StockTile, ...], tuple[SwapTile, ...]]:
     path = source_dir() / CONFIGS_DEF
     return parse_configs(path.read_text(), str(path))
 
 
 TILES: tuple[Tile, ...] = table()[0]
 STOCK_TILES: tuple[StockTile, ...] = table()[1]
+SWAP_TILES: tuple[SwapTile, ...] = table()[2]
 # the names, in configs.def's order ("pp": ping-pong, "tma": the TMA-store epilogue)
 CONFIGS: tuple[str, ...] = tuple(t.name for t in TILES)
 STOCK_CONFIGS: tuple[str, ...] = tuple(t.name for t in STOCK_TILES)
+SWAP_CONFIGS: tuple[str, ...] = tuple(t.name for t in SWAP_TILES)
+
+
+def swap_tile(config: str) -> SwapTile:
+    """The SWAP line of configs.def named `config`."""
+    for t in SWAP_TILES:
+        if t.name == config:
+            return t
+    raise Sm90Error(f"no swapped GeMM {config!r}; configs.def has {', '.join(SWAP_CONFIGS)}")
+
+
+def swap_configs_for(M: int, configs=None) -> list[str]:
+    """The swapped GeMM's configs (configs.def's SWAP lines, or `configs`, in that order) an M-row
+    GeMM runs on: those of the two smallest token tiles that hold M (M = 9-16: the 16- and 32-token
+    tiles, say)."""
+    names = list(configs if configs is not None else SWAP_CONFIGS)
+    bts = sorted({swap_tile(n).BT for n in names if swap_tile(n).BT >= M})[:2]
+    return [n for n in names if swap_tile(n).BT in bts]
 
 
 def tile_dims(config: str) -> tuple:

@@ -7,7 +7,9 @@
 //
 // load_synced is CollectiveMma::load() of CUTLASS 4.2 with those two changes; k is the k-tile index
 // in the whole K extent, and the work item loads k-tiles [k_begin, k_begin + k_tile_count) (a
-// split-K item loads its share).
+// split-K item loads its share). kWeightA: the operands swapped (runtime_cuda/sm90/swap.cu: A the
+// weights, B the producer's output), and the weight tiles of the first `ahead` k-blocks issued
+// before the first wait, so a pipeline as deep as shared memory fills before the producer is done.
 #pragma once
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -29,11 +31,11 @@ struct SyncMainloop : Base {
   using typename Base::SmemLayoutA;
   using typename Base::SmemLayoutB;
 
-  template <class TensorA, class TensorB, class BlockCoord, class Wait>
+  template <bool kWeightA = false, class TensorA, class TensorB, class BlockCoord, class Wait>
   CUTLASS_DEVICE void load_synced(Params const& mainloop_params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                                   cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                                   int k_begin, int k_tile_count, uint32_t block_rank_in_cluster,
-                                  TensorStorage& shared_tensors, Wait&& wait) {
+                                  TensorStorage& shared_tensors, Wait&& wait, int ahead = 1) {
     using namespace cute;
     int lane_predicate = cute::elect_one_sync();
     if (lane_predicate) {
@@ -66,17 +68,50 @@ struct SyncMainloop : Base {
           mcast_mask_b |= (uint16_t(1) << block_layout(m, cluster_local_block_id.y, Int<0>{}));
         }
       }
-      CUTLASS_PRAGMA_NO_UNROLL
-      for (int k = k_begin; k < k_begin + k_tile_count; ++k) {
-        pipeline.producer_acquire(smem_pipe_write);
-        using BarrierType = typename MainloopPipeline::ProducerBarrierType;
-        BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
-        int write_stage = smem_pipe_write.index();
-        // B (the weights) never waits: issued first, it runs ahead of any wait (optimization R).
-        copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
-        wait(k);
-        copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
-        ++smem_pipe_write;
+      using BarrierType = typename MainloopPipeline::ProducerBarrierType;
+      if constexpr (!kWeightA) {
+        CUTLASS_PRAGMA_NO_UNROLL
+        for (int k = k_begin; k < k_begin + k_tile_count; ++k) {
+          pipeline.producer_acquire(smem_pipe_write);
+          BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+          int write_stage = smem_pipe_write.index();
+          // B (the weights) never waits: issued first, it runs ahead of any wait (optimization R).
+          copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
+          wait(k);
+          copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
+          ++smem_pipe_write;
+        }
+      } else {
+        // The first `lead` stages: their A (weight) tiles, then after wait(k) their B tiles into the
+        // same stages (each stage's barrier expects both since its acquire); then A, wait, B a k-block.
+        const int lead = ahead < k_tile_count ? ahead : k_tile_count;
+        PipelineState first = smem_pipe_write;
+        CUTLASS_PRAGMA_NO_UNROLL
+        for (int i = 0; i < lead; ++i) {
+          pipeline.producer_acquire(smem_pipe_write);
+          BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+          copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k_begin + i),
+               tAsA(_, _, _, smem_pipe_write.index()));
+          ++smem_pipe_write;
+        }
+        CUTLASS_PRAGMA_NO_UNROLL
+        for (int i = 0; i < lead; ++i) {
+          BarrierType* tma_barrier = pipeline.producer_get_barrier(first);
+          wait(k_begin + i);
+          copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k_begin + i),
+               tBsB(_, _, _, first.index()));
+          ++first;
+        }
+        CUTLASS_PRAGMA_NO_UNROLL
+        for (int k = k_begin + lead; k < k_begin + k_tile_count; ++k) {
+          pipeline.producer_acquire(smem_pipe_write);
+          BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+          int write_stage = smem_pipe_write.index();
+          copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
+          wait(k);
+          copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
+          ++smem_pipe_write;
+        }
       }
     }
   }

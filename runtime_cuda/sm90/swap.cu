@@ -1,0 +1,159 @@
+// The swapped GeMM of token generation, compiled once per CUSYNC_SM90_SWAP line of configs.def: the
+// build passes -DCUSYNC_SM90_SWAP_FN=swap_<NAME> -DCUSYNC_SM90_BT=.. -DCUSYNC_SM90_BW=..
+// -DCUSYNC_SM90_BK=.. -DCUSYNC_SM90_CW=.. -DCUSYNC_SM90_STAGES=..
+//
+// Y[M, N] = epilogue(X[M, K] W[N, K]^T) at M <= 64 rows, computed as Y^T = W X^T: CUTLASS's stock
+// sm90 GemmUniversal (TMA warp-specialized, one consumer warp group, TMA epilogue) with the weight as
+// its A operand, so that a tile is BW weight rows x BT tokens (wgmma's N as small as 8) instead of
+// a 64-row token tile mostly empty at decode; clusters of CW CTAs along the weight rows share X's
+// tile through TMA multicast. Y^T stored column-major is Y row-major. PDL: every CTA releases the
+// next grid as it starts, and the load warp issues the weight (A) tiles of as many k-blocks as the
+// pipeline has stages before griddepcontrol.wait, then X's (cusync::sm90::SyncMainloop::load_synced
+// with the operands swapped), so HBM streams the weights while the previous grid ends. Not
+// synchronized per tile: the stream orders of the decode MLP (docs/sm90.md, "Token generation").
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+#include "cusync/sm90/mainloop.h"
+#include "cusync/sync.h"
+#include "sm90_api.h"
+
+#if !defined(CUSYNC_SM90_SWAP_FN) || !defined(CUSYNC_SM90_BT) || !defined(CUSYNC_SM90_BW) || \
+    !defined(CUSYNC_SM90_BK) || !defined(CUSYNC_SM90_CW) || !defined(CUSYNC_SM90_STAGES)
+#error "swap.cu is compiled once per CUSYNC_SM90_SWAP line of configs.def, its fields given with -D (see above)"
+#endif
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+#error "swap.cu waits for the previous grid itself (SwapMainloop), after its first weight loads"
+#endif
+
+namespace cusync_sm90 {
+namespace {
+
+// CUTLASS's collective mainloop with the PDL of token generation: load_init (every thread, before
+// the warp roles split) releases the next grid, whether or not this one was PDL-launched (a next
+// grid that is not PDL-launched ignores it); load() issues the weight tiles of the first
+// `Base::DispatchPolicy::Stages` k-blocks, then, PDL-launched (pdl), griddepcontrol.wait, then X's.
+template <class Base>
+struct SwapMainloop : cusync::sm90::SyncMainloop<Base> {
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::TensorStorage;
+  using BaseParams = typename Base::Params;
+  struct Arguments : Base::Arguments {
+    bool pdl = false;
+    Arguments() = default;
+    Arguments(typename Base::Arguments const& stock, bool pdl_) : Base::Arguments(stock), pdl(pdl_) {}
+  };
+  struct Params : BaseParams {
+    bool pdl;
+  };
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
+                                                  void* workspace) {
+    return Params{Base::to_underlying_arguments(problem_shape, args, workspace), args.pdl};
+  }
+
+  template <class ProblemShape_MNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
+    if (threadIdx.x == 0) cusync::pdl_launch_dependents();
+    return Base::load_init(problem_shape_MNKL, static_cast<BaseParams const&>(params));
+  }
+
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                           KTileIterator k_tile_iter, int k_tile_count, int /*thread_idx*/,
+                           uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
+    const int k0 = static_cast<int>(*k_tile_iter);
+    bool waited = !params.pdl;
+    this->template load_synced<true>(
+        params, pipeline, smem_pipe_write, load_inputs, blk_coord, k0, k_tile_count, block_rank_in_cluster,
+        shared_tensors,
+        [&](int) {
+          if (!waited) {
+            cusync::pdl_wait_producer_grid();
+            waited = true;
+          }
+        },
+        Base::DispatchPolicy::Stages);
+  }
+};
+
+template <int BT, int BW, int BK, int CW, int STAGES, class Fusion>
+struct SwapGemm {
+  using TileShape = cute::Shape<cute::Int<BW>, cute::Int<BT>, cute::Int<BK>>;
+  using ClusterShape = cute::Shape<cute::Int<CW>, cute::_1, cute::_1>;
+  using Half = cutlass::half_t;
+  using Epi = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Half, cutlass::layout::ColumnMajor, 8, Half,
+      cutlass::layout::ColumnMajor, 8, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+  // STAGES 0: as many stages as shared memory holds beside the epilogue's
+  using Stages = cute::conditional_t<
+      STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
+      cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
+  using Main = SwapMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::RowMajor, 8, Half,
+      cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape, Stages,
+      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  // The problem as CUTLASS sees it: (N, M, K), A = W [N, K] K-major, B = X [M, K] K-major, D = Y^T
+  // [N, M] column-major (ldy: Y's row stride).
+  static int run(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool pdl, cudaStream_t stream) {
+    using namespace cute;
+    auto sA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, make_shape(N, K, 1));
+    auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(M, K, 1));
+    auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(N, M, 1));
+    cute::get<1>(sD) = static_cast<int64_t>(ldy);
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {N, M, K, 1},
+        typename Main::Arguments({static_cast<const Half*>(W), sA, static_cast<const Half*>(X), sB}, pdl),
+        {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return CUSYNC_SM90_BAD_SHAPE;
+    if (Gemm::get_workspace_size(args) != 0) return CUSYNC_SM90_BAD_ARGUMENT;  // the non-persistent kernel needs none
+    if (gemm.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (gemm.run(stream, nullptr, pdl) != cutlass::Status::kSuccess) {
+      const cudaError_t e = cudaGetLastError();
+      return e != cudaSuccess ? static_cast<int>(e) : CUSYNC_SM90_BAD_ARGUMENT;
+    }
+    return static_cast<int>(cudaGetLastError());
+  }
+};
+
+using Identity = cutlass::epilogue::fusion::LinearCombination<cutlass::half_t, float, cutlass::half_t, float>;
+using GeluTanh = cutlass::epilogue::fusion::LinCombEltAct<cutlass::epilogue::thread::GELU_taylor, cutlass::half_t,
+                                                          float, cutlass::half_t, float>;
+
+}  // namespace
+
+int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int M, int N, int K, int ldy, int pdl,
+                        cudaStream_t stream) {
+  constexpr int BT = CUSYNC_SM90_BT, BW = CUSYNC_SM90_BW, BK = CUSYNC_SM90_BK, CW = CUSYNC_SM90_CW;
+  constexpr int S = CUSYNC_SM90_STAGES;
+  if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < N || ldy % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
+  switch (epilogue) {
+    case CUSYNC_SM90_EPI_IDENTITY:
+      return SwapGemm<BT, BW, BK, CW, S, Identity>::run(W, X, Y, M, N, K, ldy, pdl != 0, stream);
+    case CUSYNC_SM90_EPI_GELU_TANH:
+      return SwapGemm<BT, BW, BK, CW, S, GeluTanh>::run(W, X, Y, M, N, K, ldy, pdl != 0, stream);
+    default:
+      return CUSYNC_SM90_BAD_ARGUMENT;
+  }
+}
+
+}  // namespace cusync_sm90

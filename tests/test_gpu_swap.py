@@ -1,0 +1,117 @@
+"""The swapped GeMM of token generation (runtime_cuda/sm90/swap.cu, workloads.mlp_swap) on a Hopper
+GPU: a GeMM alone equals the float32 product (with GeLU, into a wider row stride, at M not a multiple
+of its token tile); SwiGLU of the interleaved output equals its definition; every configuration of
+both models on each tile computes the float32 reference's result on fresh random inputs with poisoned
+outputs; PDL stays correct over 1000 back-to-back launches and 100 graph replays; bad shapes are
+refused with the library's error. Needs CuPy, an sm_90 GPU and the sm90 library (built with nvcc, or
+CUSYNC_SM90_LIB)."""
+import math
+
+import pytest
+
+from support import sm90_cuda
+
+ok, why = sm90_cuda()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
+
+if ok:
+    import cupy
+
+    from cusyncgen.cuda import sm90, timing
+    from cusyncgen.workloads import mlp_swap as S
+    from cusyncgen.workloads.base import rel_err
+    from cusyncgen.workloads.mlp import TOL
+
+MODELS = ("gpt3", "llama-ep")
+CONFIGS = ("16x64x128sw2", "16x64x64sw2s10", "32x64x64sw2", "64x64x64sw2", "64x64x128sw2")
+
+
+def _gelu(v):
+    return 0.5 * v * (1 + cupy.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("M", [1, 13, 40])
+def test_a_gemm_alone_is_the_product(config, M):
+    N, K = 384, 1000   # K a multiple of 8 but of no tile
+    rs = cupy.random.RandomState(M)
+    x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
+    w = (rs.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16)
+    ref = x.astype(cupy.float32) @ w.astype(cupy.float32).T
+    stream = cupy.cuda.Stream()
+    for epi, want in ((sm90.EPI_IDENTITY, ref), (sm90.EPI_GELU_TANH, _gelu(ref))):
+        y = cupy.full((M, N + 64), cupy.nan, dtype=cupy.float16)   # a wider row stride: its last 64 untouched
+        with stream:
+            sm90.swap_gemm(config, epi, w.data.ptr, x.data.ptr, y.data.ptr, M, N, K, ldy=N + 64, stream=stream.ptr)
+        stream.synchronize()
+        assert rel_err(y[:, :N], want) < TOL
+        assert bool(cupy.isnan(y[:, N:]).all())
+
+
+def test_swiglu_of_the_interleaved_output():
+    M, N = 5, 512
+    yp = cupy.random.RandomState(0).standard_normal((M, N), dtype=cupy.float32).astype(cupy.float16)
+    y = cupy.full((M, N // 2), cupy.nan, dtype=cupy.float16)
+    sm90.swiglu_pair(yp.data.ptr, y.data.ptr, M, N)
+    cupy.cuda.runtime.deviceSynchronize()
+    blocks = yp.astype(cupy.float32).reshape(M, N // 128, 2, 64)
+    g, u = blocks[:, :, 0].reshape(M, -1), blocks[:, :, 1].reshape(M, -1)
+    assert rel_err(y, g / (1 + cupy.exp(-g)) * u) < 1e-3
+
+
+def test_bad_shapes_are_refused():
+    x = cupy.zeros((4, 64), dtype=cupy.float16)
+    w = cupy.zeros((96, 64), dtype=cupy.float16)   # 96 rows: not a multiple of 64 x 2
+    y = cupy.zeros((4, 96), dtype=cupy.float16)
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):
+        sm90.swap_gemm("16x64x128sw2", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
+    with pytest.raises(sm90.Sm90Error, match="no swapped GeMM"):
+        sm90.swap_gemm("16x64x64", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):
+        sm90.swiglu_pair(y.data.ptr, y.data.ptr, 4, 96)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("M", [1, 5, 16, 24, 64])
+def test_every_configuration_is_correct(model, M):
+    stream = cupy.cuda.Stream()
+    for config in S.tile_configs(M):
+        mlp = S.MLPSwap(model, M, config)
+        x, w1, w2 = mlp.buffers(seed=M)
+        ref = mlp.reference(x, w1, w2)
+        for cfg in mlp.configs():
+            y, z = mlp.outputs()
+            with stream:
+                z.fill(cupy.nan)
+                mlp.run(stream, cfg, x, w1, w2, y, z)
+            stream.synchronize()
+            assert rel_err(z, ref) < TOL, (config, cfg.name)
+
+
+@pytest.mark.parametrize("model,M", [("gpt3", 16), ("llama-ep", 64)])
+def test_pdl_stays_correct_over_launches_and_replays(model, M):
+    mlp = S.MLPSwap(model, M)
+    stream = cupy.cuda.Stream()
+    x, w1, w2 = mlp.buffers(seed=11)
+    ref = mlp.reference(x, w1, w2)
+    y, z = mlp.outputs()
+    with stream:
+        z.fill(cupy.nan)
+        for _ in range(1000):
+            mlp.run(stream, "PDL/swap", x, w1, w2, y, z)
+        stream.synchronize()
+        assert rel_err(z, ref) < TOL, "launches"
+        g = timing.capture(lambda s: mlp.run(s, "PDL/swap", x, w1, w2, y, z), stream)
+        z.fill(cupy.nan)
+        for _ in range(100):
+            g.launch(stream)
+        stream.synchronize()
+        assert rel_err(z, ref) < TOL, "replays"
+
+
+def test_a_bench_point_has_the_swapped_rows():
+    stream = cupy.cuda.Stream()
+    rows = S.measure_point("llama-ep", 16, 3, stream, seed=1)
+    assert {(r["config"], r["tiles"]) for r in rows} == {
+        (c, f"swap {t}") for c in ("StreamSync/swap", "PDL/swap") for t in S.tile_configs(16)}
+    assert all(r["correct"] and r["tile_cfg"]["kernel"] == "swap" for r in rows), rows
