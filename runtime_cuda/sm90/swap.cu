@@ -7,10 +7,11 @@
 // its A operand, so that a tile is BW weight rows x BT tokens (wgmma's N as small as 8) instead of
 // a 64-row token tile mostly empty at decode; clusters of CW CTAs along the weight rows share X's
 // tile through TMA multicast. Y^T stored column-major is Y row-major. PDL: every CTA releases the
-// next grid as it starts, and the load warp issues the weight (A) tiles of as many k-blocks as the
-// pipeline has stages before griddepcontrol.wait, then X's (cusync::sm90::SyncMainloop::load_synced
-// with the operands swapped), so HBM streams the weights while the previous grid ends. Not
-// synchronized per tile: the stream orders of the decode MLP (docs/sm90.md, "Token generation").
+// next grid as it starts (a next grid not PDL-launched ignores it), and the load warp issues the
+// weight (A) tiles of as many k-blocks as the pipeline has stages before griddepcontrol.wait, then
+// X's (cusync::sm90::SyncCollectiveMma with kWeightA: the stock collective, its load swapped), so
+// HBM streams the weights while the previous grid ends. Not synchronized per tile: the stream
+// orders of the decode MLP (docs/sm90.md, "Token generation").
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
@@ -22,8 +23,7 @@
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
-#include "cusync/sm90/mainloop.h"
-#include "cusync/sync.h"
+#include "cusync/sm90/collective.h"
 #include "sm90_api.h"
 
 #if !defined(CUSYNC_SM90_SWAP_FN) || !defined(CUSYNC_SM90_BT) || !defined(CUSYNC_SM90_BW) || \
@@ -31,62 +31,11 @@
 #error "swap.cu is compiled once per CUSYNC_SM90_SWAP line of configs.def, its fields given with -D (see above)"
 #endif
 #if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-#error "swap.cu waits for the previous grid itself (SwapMainloop), after its first weight loads"
+#error "swap.cu waits for the previous grid itself (MainloopSync::pdl_wait), after its first weight loads"
 #endif
 
 namespace cusync_sm90 {
 namespace {
-
-// CUTLASS's collective mainloop with the PDL of token generation: load_init (every thread, before
-// the warp roles split) releases the next grid, whether or not this one was PDL-launched (a next
-// grid that is not PDL-launched ignores it); load() issues the weight tiles of the first
-// `Base::DispatchPolicy::Stages` k-blocks, then, PDL-launched (pdl), griddepcontrol.wait, then X's.
-template <class Base>
-struct SwapMainloop : cusync::sm90::SyncMainloop<Base> {
-  using typename Base::MainloopPipeline;
-  using typename Base::PipelineState;
-  using typename Base::TensorStorage;
-  using BaseParams = typename Base::Params;
-  struct Arguments : Base::Arguments {
-    bool pdl = false;
-    Arguments() = default;
-    Arguments(typename Base::Arguments const& stock, bool pdl_) : Base::Arguments(stock), pdl(pdl_) {}
-  };
-  struct Params : BaseParams {
-    bool pdl;
-  };
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
-                                                  void* workspace) {
-    return Params{Base::to_underlying_arguments(problem_shape, args, workspace), args.pdl};
-  }
-
-  template <class ProblemShape_MNKL>
-  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
-    if (threadIdx.x == 0) cusync::pdl_launch_dependents();
-    return Base::load_init(problem_shape_MNKL, static_cast<BaseParams const&>(params));
-  }
-
-  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
-  CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
-                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                           KTileIterator k_tile_iter, int k_tile_count, int /*thread_idx*/,
-                           uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
-    const int k0 = static_cast<int>(*k_tile_iter);
-    bool waited = !params.pdl;
-    this->template load_synced<true>(
-        params, pipeline, smem_pipe_write, load_inputs, blk_coord, k0, k_tile_count, block_rank_in_cluster,
-        shared_tensors,
-        [&](int) {
-          if (!waited) {
-            cusync::pdl_wait_producer_grid();
-            waited = true;
-          }
-        },
-        Base::DispatchPolicy::Stages);
-  }
-};
 
 template <int BT, int BW, int BK, int CW, int STAGES, class Fusion>
 struct SwapGemm {
@@ -101,10 +50,12 @@ struct SwapGemm {
   using Stages = cute::conditional_t<
       STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
       cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
-  using Main = SwapMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
+  // the stock collective, its load warp issuing every stage's weight tiles before the PDL wait
+  using Main = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::RowMajor, 8, Half,
       cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape, Stages,
-      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp>;
+      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
+                                               cusync::NoSync, void, /*kWeightA=*/true>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
@@ -119,7 +70,8 @@ struct SwapGemm {
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {N, M, K, 1},
-        typename Main::Arguments({static_cast<const Half*>(W), sA, static_cast<const Half*>(X), sB}, pdl),
+        typename Main::Arguments({static_cast<const Half*>(W), sA, static_cast<const Half*>(X), sB},
+                                 cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl}),
         {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;

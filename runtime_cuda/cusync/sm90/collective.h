@@ -1,7 +1,7 @@
 // SyncCollectiveMma: the mainloop adaptor (mainloop.h) as a drop-in CollectiveMainloop of CUTLASS's
 // own sm90 GemmUniversal (the TMA warp-specialized cooperative and ping-pong kernels;
-// examples/kernels/sm90_gemm_pair.cu). Not used by the prebuilt library (runtime_cuda/sm90), whose
-// kernel has a sync warp.
+// examples/kernels/sm90_gemm_pair.cu; the prebuilt library's swapped GeMM, runtime_cuda/sm90/swap.cu,
+// kWeightA). The library's synchronized GeMM has a sync warp of its own instead.
 #pragma once
 #include "../policy.h"
 #include "../sync.h"
@@ -16,7 +16,10 @@ namespace sm90 {
 //   ticket   a zeroed uint64 counter of this kernel's blocks over all launches (the epoch), needed
 //            with in_sems;
 //   trigger  griddepcontrol.launch_dependents at the start of every block: a producer lets the
-//            consumer it PDL-launches start as soon as all its blocks are resident.
+//            consumer it PDL-launches start as soon as all its blocks are resident;
+//   pdl_wait griddepcontrol.wait before the first load of the dependent operand ("PDL alone": the
+//            whole previous grid), after the independent operand's tiles of the first `ahead` k-tiles
+//            (kWeightA: A is the weight, the stages a pipeline holds; otherwise B, one k-tile).
 // load_init(), which every thread runs before the warp roles split, triggers the dependents; the
 // load warp's elected thread takes the epoch at its first load() (one ticket atomic per block: CUTLASS
 // caps the persistent grid at the number of tiles, so every block loads at least one tile; no shared
@@ -28,9 +31,10 @@ struct MainloopSync {
   const uint32_t* in_sems = nullptr;
   unsigned long long* ticket = nullptr;
   bool trigger = false;
+  bool pdl_wait = false;
 };
 
-template <class Base, class Policy = NoSync, class Deps = void>
+template <class Base, class Policy = NoSync, class Deps = void, bool kWeightA = false>
 struct SyncCollectiveMma : SyncMainloop<Base> {
   using typename Base::MainloopPipeline;
   using typename Base::PipelineState;
@@ -39,6 +43,7 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
   static constexpr bool kWaits = Policy::num_sems != 0;
   static constexpr int kPollBatch = 16;
   static_assert(!kWaits || !cute::is_void_v<Deps>, "a waiting mainloop needs a dependency map (deps.h)");
+  static_assert(!kWaits || !kWeightA, "tile waits map B-operand weights (deps.h): not the swapped operands");
 
   struct Arguments : Base::Arguments {
     MainloopSync sync;
@@ -69,8 +74,17 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
                            uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
     const int k0 = static_cast<int>(*k_tile_iter);
     if constexpr (!kWaits) {
-      this->load_synced(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k0, k_tile_count,
-                        block_rank_in_cluster, shared_tensors, [](int) {});
+      bool waited = !params.sync.pdl_wait;
+      this->template load_synced<kWeightA>(
+          params, pipeline, smem_pipe_write, load_inputs, blk_coord, k0, k_tile_count, block_rank_in_cluster,
+          shared_tensors,
+          [&](int) {
+            if (!waited) {
+              pdl_wait_producer_grid();
+              waited = true;
+            }
+          },
+          kWeightA ? Base::DispatchPolicy::Stages : 1);
     } else {
       const Tile c{static_cast<int>(cute::get<1>(blk_coord)), static_cast<int>(cute::get<0>(blk_coord)), 0};
       const auto item = Deps{}.item(c, k0, k_tile_count);
