@@ -375,8 +375,8 @@ class CutlassGemm:
 class SwapGemm:
     """One GeMM alone on the swapped GeMM of the prebuilt library (runtime_cuda/sm90/swap.cu: the
     weight as CUTLASS's A operand; identity epilogue): the same launch interface as
-    decode.DecodeGemm. PDL through CUTLASS's grid dependency control (its loads after the previous
-    grid)."""
+    decode.DecodeGemm. PDL-launched, it issues its weight tiles of every pipeline stage before
+    griddepcontrol.wait and X's after it."""
 
     def __init__(self, engine: str, M: int, N: int, K: int):
         self.config = engine.removeprefix(SWAP_ENGINE)

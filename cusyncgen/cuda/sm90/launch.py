@@ -77,7 +77,8 @@ def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int
               pdl: bool = False, stream: int = 0):
     """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
     W[N, K]^T), epilogue EPI_IDENTITY or EPI_GELU_TANH, Y's row stride ldy (0: N); pdl: a PDL launch
-    (its loads after the previous grid). Not synchronized per tile."""
+    (its weight loads before griddepcontrol.wait, X's after the previous grid). Not synchronized per
+    tile."""
     lib = library()
     if config not in lib.swap_configs:
         raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
