@@ -318,8 +318,7 @@ def engines_for(M: int, N: int, K: int) -> list[str]:
     (" splitK<S>@<start>"), and the swapped GeMM's configs for M rows ("swap <config>",
     sm90.swap_configs_for) where its 64-row weight tiles in pairs divide N."""
     from cusyncgen.cuda import sm90
-    swap = [SWAP_ENGINE + c for c in sm90.swap_configs_for(M)
-            if N % (sm90.swap_tile(c).BW * sm90.swap_tile(c).CW) == 0 and K % 8 == 0]
+    swap = [SWAP_ENGINE + c for c in sm90.swap_configs_for(M) if sm90.swap_tile(c).fits(N, K)]
     return ([DECODE_ENGINE] + tile_engines(M, N, K, lambda c, bm: bm == 64 and not c.endswith(("tma", "c2")))
             + swap)
 

@@ -451,6 +451,20 @@ class MLP:
                                          1 if self.spread_smem else driver.max_active_blocks(k2))])
 
 
+class MLPOperands:
+    """The operands, poisoned outputs and float32 reference of MLP (above), for an MLP on other
+    kernels with the same `model` and `M` (mlp_sm90.MLPSm90, mlp_decode.MLPDecode, mlp_swap.MLPSwap)."""
+
+    def buffers(self, seed: int | None = None):
+        return MLP.buffers(self, seed)
+
+    def outputs(self):
+        return MLP.outputs(self)
+
+    def reference(self, x, w1, w2):
+        return MLP.reference(self, x, w1, w2)
+
+
 # The GeLU of GPT-3's MLP: the tanh approximation, in the kernels (EpiGeluTanh), the reference
 # (gelu_tanh) and every vendor form (torch's approximate="tanh"; cuBLASLt's GELU epilogue, which
 # torch._addmm_activation uses, is the tanh approximation too, as is its unfused fallback). The erf

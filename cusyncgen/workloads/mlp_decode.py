@@ -76,7 +76,7 @@ class DecodeConfig:
 
 
 @dataclass
-class MLPDecode:
+class MLPDecode(sm80.MLPOperands):
     """Both GeMMs of one model at M <= MAX_M rows on the decode kernel."""
 
     model_name: str
@@ -109,15 +109,9 @@ class MLPDecode:
     def buffers(self, seed: int | None = None):
         """The sm90 MLP's operands (row-major weights), packed here for a packed variant (so that no
         packing happens inside a captured graph)."""
-        x, w1, w2 = sm80.MLP.buffers(self, seed)
+        x, w1, w2 = super().buffers(seed)
         self.runner.prepare(w1, w2)
         return x, w1, w2
-
-    def outputs(self):
-        return sm80.MLP.outputs(self)
-
-    def reference(self, x, w1, w2):
-        return sm80.MLP.reference(self, x, w1, w2)
 
     def run(self, stream, cfg, x, w1, w2, y, z) -> None:
         """One MLP under `cfg` (a DecodeConfig, or an ORDERINGS name with or without "/decode")."""

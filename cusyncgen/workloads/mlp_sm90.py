@@ -507,7 +507,7 @@ def torch_rel_err(out, ref) -> float:
 
 
 @dataclass
-class MLPSm90:
+class MLPSm90(sm80.MLPOperands):
     """Both GeMMs of one model at one M on one sm90 tile config."""
 
     # the registry entry (cusyncgen.workloads.base.Workload)
@@ -578,15 +578,6 @@ class MLPSm90:
         Chain where the GeMMs have tile configs of their own (the chain is one kernel)."""
         out = configs_for([sp for sp in SPLITS if sp == "none" or sm90.has_split(self.splits_of(sp))])
         return [c for c in out if not (self.tile2 and c.ordering == Ordering.PERSISTENT)]
-
-    def buffers(self, seed: int | None = None):
-        return sm80.MLP.buffers(self, seed)
-
-    def outputs(self):
-        return sm80.MLP.outputs(self)
-
-    def reference(self, x, w1, w2):
-        return sm80.MLP.reference(self, x, w1, w2)
 
     def _runner(self, cfg: Sm90Config, x, w1, w2, y, z):
         from cusyncgen.cuda.lazy import cupy

@@ -56,7 +56,7 @@ class SwapConfig:
 
 
 @dataclass
-class MLPSwap:
+class MLPSwap(sm80.MLPOperands):
     """Both GeMMs of one model at M <= MAX_M rows on the swapped GeMM of tile `config`."""
 
     model_name: str
@@ -88,15 +88,6 @@ class MLPSwap:
 
     def configs(self) -> list[SwapConfig]:
         return [SwapConfig(o) for o in ORDERINGS]
-
-    def buffers(self, seed: int | None = None):
-        return sm80.MLP.buffers(self, seed)
-
-    def outputs(self):
-        return sm80.MLP.outputs(self)
-
-    def reference(self, x, w1, w2):
-        return sm80.MLP.reference(self, x, w1, w2)
 
     def run(self, stream, cfg, x, w1, w2, y, z) -> None:
         """One MLP under `cfg` (a SwapConfig, or an ORDERINGS name with or without "/swap") on `stream`

@@ -96,6 +96,11 @@ class SwapTile:
             raise Sm90Error(f"swap config {self.name}: BT a multiple of 8 up to 256, BW 64 (one consumer warp "
                             "group), CW 1, 2 or 4, stages 0 (auto) or at least 2")
 
+    def fits(self, N: int, K: int) -> bool:
+        """Does an N x K weight run on it (swap.cu's check: its pairs of weight tiles divide N, K a
+        multiple of 8 for TMA)?"""
+        return N % (self.BW * self.CW) == 0 and K % 8 == 0
+
     @property
     def defines(self) -> list[str]:
         """swap.cu's -D flags for this configuration."""
@@ -147,13 +152,14 @@ SWAP_TILES: tuple[SwapTile, ...] = table()[2]
 CONFIGS: tuple[str, ...] = tuple(t.name for t in TILES)
 STOCK_CONFIGS: tuple[str, ...] = tuple(t.name for t in STOCK_TILES)
 SWAP_CONFIGS: tuple[str, ...] = tuple(t.name for t in SWAP_TILES)
+_SWAP_BY_NAME = {t.name: t for t in SWAP_TILES}
 
 
 def swap_tile(config: str) -> SwapTile:
     """The SWAP line of configs.def named `config`."""
-    for t in SWAP_TILES:
-        if t.name == config:
-            return t
+    t = _SWAP_BY_NAME.get(config)
+    if t is not None:
+        return t
     raise Sm90Error(f"no swapped GeMM {config!r}; configs.def has {', '.join(SWAP_CONFIGS)}")
 
 
@@ -161,9 +167,9 @@ def swap_configs_for(M: int, configs=None) -> list[str]:
     """The swapped GeMM's configs (configs.def's SWAP lines, or `configs`, in that order) an M-row
     GeMM runs on: those of the two smallest token tiles that hold M (M = 9-16: the 16- and 32-token
     tiles, say)."""
-    names = list(configs if configs is not None else SWAP_CONFIGS)
-    bts = sorted({swap_tile(n).BT for n in names if swap_tile(n).BT >= M})[:2]
-    return [n for n in names if swap_tile(n).BT in bts]
+    tiles = [swap_tile(n) for n in (configs if configs is not None else SWAP_CONFIGS)]
+    bts = sorted({t.BT for t in tiles if t.BT >= M})[:2]
+    return [t.name for t in tiles if t.BT in bts]
 
 
 def tile_dims(config: str) -> tuple:
