@@ -1,6 +1,6 @@
 """The swapped GeMM of token generation (runtime_cuda/sm90/swap.cu, workloads.mlp_swap) on a Hopper
 GPU: a GeMM alone equals the float32 product (with GeLU, into a wider row stride, at M not a multiple
-of its token tile); SwiGLU of the interleaved output equals its definition; every configuration of
+of its token tile), and with SwiGLU in its epilogue equals silu(X gate^T) * X up^T; every configuration of
 both models on each tile computes the float32 reference's result on fresh random inputs with poisoned
 outputs; PDL stays correct over 1000 back-to-back launches and 100 graph replays; bad shapes are
 refused with the library's error. Needs CuPy, an sm_90 GPU and the sm90 library (built with nvcc, or
@@ -48,15 +48,23 @@ def test_a_gemm_alone_is_the_product(config, M):
         assert bool(cupy.isnan(y[:, N:]).all())
 
 
-def test_swiglu_of_the_interleaved_output():
-    M, N = 5, 512
-    yp = cupy.random.RandomState(0).standard_normal((M, N), dtype=cupy.float32).astype(cupy.float16)
-    y = cupy.full((M, N // 2), cupy.nan, dtype=cupy.float16)
-    sm90.swiglu_pair(yp.data.ptr, y.data.ptr, M, N)
-    cupy.cuda.runtime.deviceSynchronize()
-    blocks = yp.astype(cupy.float32).reshape(M, N // 128, 2, 64)
-    g, u = blocks[:, :, 0].reshape(M, -1), blocks[:, :, 1].reshape(M, -1)
-    assert rel_err(y, g / (1 + cupy.exp(-g)) * u) < 1e-3
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("M", [1, 13, 40])
+def test_swiglu_in_the_epilogue(config, M):
+    F, K = 384, 1000   # 2F = 768: 6 pairs of 64-row weight tiles; K a multiple of 8 but of no tile
+    rs = cupy.random.RandomState(100 + M)
+    x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
+    gate, up = ((rs.standard_normal((F, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16) for _ in range(2))
+    w = sm90.swiglu_rows(gate, up)
+    g, u = (x.astype(cupy.float32) @ a.astype(cupy.float32).T for a in (gate, up))
+    y = cupy.full((M, F + 64), cupy.nan, dtype=cupy.float16)   # a wider row stride: its last 64 untouched
+    stream = cupy.cuda.Stream()
+    with stream:
+        sm90.swap_gemm(config, sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, M, 2 * F, K, ldy=F + 64,
+                       stream=stream.ptr)
+    stream.synchronize()
+    assert rel_err(y[:, :F], g / (1 + cupy.exp(-g)) * u) < TOL
+    assert bool(cupy.isnan(y[:, F:]).all())
 
 
 def test_bad_shapes_are_refused():
@@ -67,25 +75,25 @@ def test_bad_shapes_are_refused():
         sm90.swap_gemm("16x64x128sw2", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
     with pytest.raises(sm90.Sm90Error, match="no swapped GeMM"):
         sm90.swap_gemm("16x64x64", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
-    with pytest.raises(sm90.Sm90Error, match="shape not supported"):
-        sm90.swiglu_pair(y.data.ptr, y.data.ptr, 4, 96)
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # Y's stride under the SwiGLU output's width
+        sm90.swap_gemm("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, 4, 256, 64, ldy=64)
 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("M", [1, 5, 16, 24, 64])
 def test_every_configuration_is_correct(model, M):
     stream = cupy.cuda.Stream()
-    for config in S.tile_configs(M):
-        mlp = S.MLPSwap(model, M, config)
-        x, w1, w2 = mlp.buffers(seed=M)
-        ref = mlp.reference(x, w1, w2)
+    x, w1, w2 = S.MLPSwap(model, M).buffers(seed=M)
+    ref = S.MLPSwap(model, M).reference(x, w1, w2)
+    for config, config2 in S.tile_pairs(M):   # each GeMM on its own tile (LLaMA-ep's weight packed at the first run)
+        mlp = S.MLPSwap(model, M, config, config2)
         for cfg in mlp.configs():
             y, z = mlp.outputs()
             with stream:
                 z.fill(cupy.nan)
                 mlp.run(stream, cfg, x, w1, w2, y, z)
             stream.synchronize()
-            assert rel_err(z, ref) < TOL, (config, cfg.name)
+            assert rel_err(z, ref) < TOL, (config, config2, cfg.name)
 
 
 @pytest.mark.parametrize("model,M", [("gpt3", 16), ("llama-ep", 64)])
@@ -113,5 +121,5 @@ def test_a_bench_point_has_the_swapped_rows():
     stream = cupy.cuda.Stream()
     rows = S.measure_point("llama-ep", 16, 3, stream, seed=1)
     assert {(r["config"], r["tiles"]) for r in rows} == {
-        (c, f"swap {t}") for c in ("StreamSync/swap", "PDL/swap") for t in S.tile_configs(16)}
+        (c, S.tiles_label(*p)) for c in ("StreamSync/swap", "PDL/swap") for p in S.tile_pairs(16)}
     assert all(r["correct"] and r["tile_cfg"]["kernel"] == "swap" for r in rows), rows

@@ -323,7 +323,7 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     cache["NVIDIA H100 80GB HBM3"]["gpt3|1|swap 16x64x128sw2|lib-abc"] = {"rows": sw, "tiles": "swap 16x64x128sw2"}
     cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/swap:swap 16x64x128sw2:vendor-forms|lib-abc"] = {"confirm": {
         "ours_us": 2.6, "stream_us": 2.6, "vendor_us": 9.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
-        "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}}}
+        "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}, "floor_us": 2.0, "sets": 3}}
     path.write_text(json.dumps(cache))
     out = tmp_path / "with-swap"
     assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(out)]) == 0
@@ -332,6 +332,10 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     assert (first["config"], first["tiles"], first["fastest_stream_order"]) == (
         "PDL/swap", "swap 16x64x128sw2", "PDL/swap")
     assert first["streamsync_us"] == 2.9 and first["confirm"]["vendor_us"] == 9.0
+    md = (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()   # the floor where the run measured one
+    assert "Re-measured on 1/3 sets of fresh inputs replayed in turn" in md   # the M = 512 entry predates the sets
+    assert "| 1 | 2.6 | 2.6 | 9.0 | 1.000x | 3.462x | yes | cublaslt-gelu | 2.0 | 1.300x |" in md
+    assert "| 512 | 200.0 | 210.0 | 190.0 | 1.050x | 0.950x | yes | unnamed | - | - |" in md
     assert '{1, "PDL/swap", 16, 64, 16, 64, ' in (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
     table = tune.load_dispatch(out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
     assert tune.select(table, "gpt3", 1) == ("PDL/swap", tcfg)
@@ -418,3 +422,34 @@ def test_the_swapped_gemm_points_and_their_names():
         mlp.run(None, "TileSync+Chain/swap", None, None, None, None, None)
     with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '16x64x64sw2'"):
         mlp_swap.MLPSwap("gpt3", 1, "16x64x64sw2").tile_cfg
+    # each GeMM on its own tile: every pair of the point's configs, named and rebuilt from the rows' tile_cfg
+    assert len(mlp_swap.tile_pairs(1)) == 9 and ("16x64x64sw2s10", "16x64x128sw2") in mlp_swap.tile_pairs(1)
+    two = mlp_swap.MLPSwap("llama-ep", 1, "16x64x64sw2s10", "16x64x128sw2")
+    assert two.tiles.label == "swap 16x64x64sw2s10+16x64x128sw2"
+    assert two.tile_cfg == {"kernel": "swap", "config": "16x64x64sw2s10", "config2": "16x64x128sw2",
+                            "g1": {"BM": 16, "BN": 64}, "g2": {"BM": 16, "BN": 64}}
+    again = W._instance("llama-ep", 1, two.tile_cfg)
+    assert (again.config, again.config2, again.tiles.label) == ("16x64x64sw2s10", "16x64x128sw2", two.tiles.label)
+    assert mlp_swap.MLPSwap("gpt3", 1, "16x64x128sw2", "16x64x128sw2").tiles.label == "swap 16x64x128sw2"
+
+
+def test_the_swiglu_epilogue_weight_pairs_each_gate_row_with_its_up_row():
+    import numpy as np
+
+    from cusyncgen.workloads import mlp
+    from cusyncgen.workloads import mlp_swap
+    F, K = 192, 8
+    rng = np.random.default_rng(0)
+    gate, up = rng.standard_normal((F, K)), rng.standard_normal((F, K))
+    w = sm90.swiglu_rows(gate, up)
+    # row 16b + i (i < 8): gate row 8b + i; row 16b + 8 + i: up row 8b + i -- what swap.cu's SwigluRows reads
+    for r in range(2 * F):
+        b, i = divmod(r, 16)
+        assert (w[r] == (gate if i < 8 else up)[8 * b + i % 8]).all(), r
+    blk = mlp.LLAMA_EP_BLOCK   # the sm90 kernels' first weight: [W1|V] interleaved by 64 rows
+    w1 = np.stack([gate.reshape(F // blk, blk, K), up.reshape(F // blk, blk, K)], axis=1).reshape(2 * F, K)
+    assert (mlp_swap.swiglu_rows_weight(w1, F) == w).all()
+    with pytest.raises(sm90.Sm90Error, match="rows a multiple of 8"):
+        sm90.swiglu_rows(gate[:12], up[:12])
+    with pytest.raises(sm90.Sm90Error, match="gate and up of one shape"):
+        sm90.swiglu_rows(gate, up[:8])

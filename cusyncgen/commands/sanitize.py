@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         with open(raw / "sm80-prebuild.log", "w") as f:
             prebuild = subprocess.Popen([sys.executable, "-m", "cusyncgen.commands.prebuild", "--workloads", "mlp",
                                          "--M", "1"], stdout=f, stderr=subprocess.STDOUT)
-    lines = [f"# {command_line(PROG, argv)} on {device}, library {sm90.library_path().parent.name}",
+    lines = [f"# {command_line(PROG, argv)} on {device}, library of source hash {sm90.library().source_hash}",
              f"{'tool':10s} {'target':44s} {'status':8s} errors / hazards; variants"]
     print("\n".join(lines), flush=True)
     kinds = []

@@ -412,7 +412,7 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
 
 
 # The swapped GeMM's compute-sanitizer cases: (model, M), both orderings on each tile config of M
-# (a ragged token tile, LLaMA-ep's SwiGLU kernel, the widest token tile).
+# (a ragged token tile, LLaMA-ep's SwiGLU epilogue, the widest token tile).
 SWAP_SANITIZER_CASES = (("gpt3", 5), ("llama-ep", 5), ("llama-ep", 64))
 
 
@@ -577,7 +577,7 @@ def main(argv=None) -> int:
     except sm90.Sm90Error as e:
         print(f"{PROG}: error: {e.message}", file=sys.stderr)
         return 1
-    log(f"# {command_line(PROG, argv)} on {device}, library {sm90.library_path().parent.name}")
+    log(f"# {command_line(PROG, argv)} on {device}, library of source hash {sm90.library().source_hash}")
     log(f"library configs: {', '.join(lib.configs)}; torch {torch.__version__}")
     t0 = time.time()
     signal.signal(signal.SIGTERM, _interrupted)  # timeout(1): report what ran so far

@@ -140,16 +140,24 @@ def confirm_table(cs: list) -> list:
     if not cs:
         return []
     rounds = sorted({c["confirm"].get("rounds", "") for c in cs}, key=str)
-    lines = ["", f"Re-measured on fresh inputs, the choice, the fastest stream order and every form of cuBLAS + graph "
+    floors = any(c["confirm"].get("floor_us") for c in cs)   # the roofline floor, measured in the same run
+    sets = sorted({c["confirm"].get("sets", 1) for c in cs})   # input sets replayed in turn
+    fresh = ("fresh inputs" if sets == [1] else
+             f"{'/'.join(map(str, sets))} sets of fresh inputs replayed in turn (no weight read twice from L2)")
+    lines = ["", f"Re-measured on {fresh}, the choice, the fastest stream order and every form of cuBLAS + graph "
              f"timed in {'/'.join(map(str, rounds))} rounds, the order rotated from round to round (free of the "
              "selection among the candidates; > 1: the choice is faster; cuBLAS + graph: its fastest correct "
-             "form, named):", "",
+             "form, named" + ("; the floor: max(FLOPs / peak, bytes / bandwidth), both measured in the run" if floors
+                              else "") + "):", "",
              "| M | chosen (us) | fastest stream order (us) | cuBLAS + graph (us) | over the stream order "
-             "| over cuBLAS + graph | all correct | cuBLAS form |", "|---|---|---|---|---|---|---|---|"]
+             "| over cuBLAS + graph | all correct | cuBLAS form |" + (" floor (us) | chosen / floor |" if floors else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if floors else "")]
     for c in cs:
         f = c["confirm"]
         s = f.get("stream_us")
         ok = f"{'yes' if f.get('correct') else 'NO'} | {form_of(f)} |"
+        if floors:
+            ok += (f" {f['floor_us']:.1f} | {f['ours_us'] / f['floor_us']:.3f}x |" if f.get("floor_us") else " - | - |")
         if c.get("fallback"):
             lines.append(f"| {c['M']} | {f['ours_us']:.1f} (the fastest stream order: {c['fallback']} re-measured slower) | "
                          f"{s:.1f} | {f['vendor_us']:.1f} | 1.000x | {f['vendor_us'] / f['ours_us']:.3f}x | {ok}")

@@ -5,6 +5,7 @@ The vendor is at its best: each workload offers the forms of its computation a u
 result, named in the row's "vendor_form"."""
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from dataclasses import dataclass, field
@@ -79,8 +80,10 @@ def graph_time(fn, iters: int = 30) -> float:
 
 
 def replay_time(g, iters: int = 30) -> float:
-    """Median time (us) of a torch CUDA graph's replays, back to back (as ours are timed)."""
-    return _time_back_to_back(g.replay, iters=iters)
+    """Median time (us) of a torch CUDA graph's replays, back to back (as ours are timed); a list of
+    graphs (one input set each) is replayed in turn."""
+    turn = itertools.cycle(g if isinstance(g, (list, tuple)) else [g])
+    return _time_back_to_back(lambda: next(turn).replay(), iters=iters)
 
 
 def time_eager(fn, iters: int = 30) -> float:

@@ -670,6 +670,14 @@ def check_vendor_forms(m: Model, bufs, ref):
     return baselines.VendorForms.check(vendor_forms(m, bufs), lambda name, fn: rel_err(cupy.from_dlpack(fn()), ref))
 
 
+def floor_us(m: Model, M: int, ceil: dict) -> float:
+    """The roofline floor of one MLP at M rows (us): max(FLOPs / peak, bytes / bandwidth), the bytes
+    the weights, X, Y written and read, and Z; `ceil` as baselines.ceilings() measured in the run."""
+    flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
+    byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
+    return max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
+
+
 def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict) -> list[dict]:
     """The cuBLAS rows (eager and in a CUDA graph, through PyTorch, on the same operands: each the
     fastest correct of the vendor forms, named in "vendor_form") and the floor row of one (model,
@@ -679,9 +687,7 @@ def vendor_rows(m: Model, M: int, bufs, ref, base: float, iters: int, ceil: dict
 
     forms = baselines.time_forms(check_vendor_forms(m, bufs, ref), iters)
     rows = forms.rows(("cuBLAS", "cuBLAS+graph"), {"model": m.name, "M": M}, base, TOL)
-    flops = 2 * M * m.K1 * m.N1 + 2 * M * m.K2 * m.N2
-    byts = 2 * (m.K1 * m.N1 + m.K2 * m.N2 + M * m.K1 + 2 * M * m.Y_cols + M * m.N2)
-    floor = max(flops / ceil["peak_flops"], byts / ceil["bandwidth"]) * 1e6
+    floor = floor_us(m, M, ceil)
     rows.append({"model": m.name, "M": M, "config": "floor", "time_us": round(floor, 2),
                  "speedup_vs_streamsync": round(base / floor, 4), "correct": True, "rel_err": 0.0})
     return rows

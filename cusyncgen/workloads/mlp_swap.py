@@ -7,13 +7,14 @@ tile mostly empty at decode, TMA pipelines as deep as shared memory holds.
     x, w1, w2 = mlp.buffers(seed=0); y, z = mlp.outputs()
     mlp.run(stream, "PDL/swap", x, w1, w2, y, z)
 
-Configurations: StreamSync and PDL (the second GeMM PDL-launched; CUTLASS's grid dependency
-control: its loads wait for the first grid). Stream orders only -- the swapped kernels do not wait
-per tile. GPT-3's GeLU is the first GeMM's epilogue; LLaMA-ep's SwiGLU pairs rows 64 apart, which a
-64-row weight tile never holds together, so its first GeMM stores the raw [M, N1] output and a
-small PDL-launched kernel applies SwiGLU (sm90.swiglu_pair). `cusyncgen bench mlp --kernel sm90`
+Configurations: StreamSync and PDL (the second GeMM PDL-launched: its weight tiles of every
+pipeline stage issued before griddepcontrol.wait, X's after the first grid). Stream orders only --
+the swapped kernels do not wait per tile. GPT-3's GeLU is the first GeMM's epilogue, and so is
+LLaMA-ep's SwiGLU (sm90.EPI_SWIGLU_ROWS): its first weight is kept a second time with gate and up
+rows interleaved by 8 (swiglu_rows_weight), so that each thread's accumulator holds both rows of its
+outputs. Each GeMM may run on its own tile config (tile_pairs). `cusyncgen bench mlp --kernel sm90`
 and `tune mlp` run them at M <= MAX_M beside the CUTLASS kernels and the decode kernel, named
-config + "/swap", tiles "swap <config>".
+config + "/swap", tiles "swap <config>" or "swap <first>+<second>".
 """
 from __future__ import annotations
 
@@ -35,13 +36,30 @@ def tile_configs(M: int, configs=None) -> list[str]:
     return sm90.swap_configs_for(M, configs)
 
 
+def tile_pairs(M: int, configs=None) -> list[tuple[str, str]]:
+    """(first GeMM's config, second's) for every pair of tile_configs(M): the two GeMMs differ
+    (LLaMA-ep's first streams fastest on 10 stages, two CTAs an SM; its second does not)."""
+    cs = tile_configs(M, configs)
+    return [(a, b) for a in cs for b in cs]
+
+
 def fits(model: str, M: int) -> bool:
     """Does the swapped GeMM run this (model, M)?"""
     return model in MODELS and 1 <= M <= MAX_M
 
 
-def tiles_label(config: str) -> str:
-    return f"swap {config}"
+def swiglu_rows_weight(w1, F: int):
+    """LLaMA-ep's first weight (rows [W1|V] interleaved by LLAMA_EP_BLOCK, as every sm90 kernel reads
+    it) in the swapped GeMM's SwiGLU row order (sm90.swiglu_rows: interleaved by 8)."""
+    from cusyncgen.cuda import sm90
+    blk = sm80.LLAMA_EP_BLOCK
+    w4 = w1.reshape(F // blk, 2, blk, w1.shape[1])
+    return sm90.swiglu_rows(w4[:, 0].reshape(F, -1), w4[:, 1].reshape(F, -1))
+
+
+def tiles_label(config: str, config2: str | None = None) -> str:
+    """"swap <config>", or "swap <first GeMM's>+<second's>" where they differ."""
+    return f"swap {config}" if config2 in (None, config) else f"swap {config}+{config2}"
 
 
 @dataclass(frozen=True)
@@ -57,13 +75,16 @@ class SwapConfig:
 
 @dataclass
 class MLPSwap(sm80.MLPOperands):
-    """Both GeMMs of one model at M <= MAX_M rows on the swapped GeMM of tile `config`."""
+    """Both GeMMs of one model at M <= MAX_M rows on the swapped GeMM: the first on tile `config`,
+    the second on `config2` (None: the same)."""
 
     model_name: str
     M: int
     config: str | None = None
+    config2: str | None = None
     kernel = "sm90"
-    _raw: object = field(default=None, repr=False)   # LLaMA-ep: the first GeMM's [M, N1] output before SwiGLU
+    # LLaMA-ep: w1's pointer -> (w1, its rows interleaved by 8 for the SwiGLU epilogue)
+    _rows: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         if self.model_name not in MODELS:
@@ -77,23 +98,44 @@ class MLPSwap(sm80.MLPOperands):
             if not fit:
                 raise CusyncError(f"no swapped GeMM tile holds M = {self.M}", None)
             self.config = fit[0]
-        self.tiles = SimpleNamespace(label=tiles_label(self.config))
+        self.config2 = self.config2 or self.config
+        self.tiles = SimpleNamespace(label=tiles_label(self.config, self.config2))
 
     @property
     def tile_cfg(self) -> dict:
-        """The rows' tile_cfg: the config, and both GeMMs' tiles as (tokens, weight rows)."""
+        """The rows' tile_cfg: the config ("config2": the second GeMM's, where it differs), and both
+        GeMMs' tiles as (tokens, weight rows)."""
         from cusyncgen.cuda import sm90
-        t = sm90.swap_tile(self.config)
-        return {"kernel": "swap", "config": self.config, "g1": {"BM": t.BT, "BN": t.BW}, "g2": {"BM": t.BT, "BN": t.BW}}
+        t1, t2 = sm90.swap_tile(self.config), sm90.swap_tile(self.config2)
+        return {"kernel": "swap", "config": self.config, **({"config2": self.config2} if t2 != t1 else {}),
+                "g1": {"BM": t1.BT, "BN": t1.BW}, "g2": {"BM": t2.BT, "BN": t2.BW}}
 
     def configs(self) -> list[SwapConfig]:
         return [SwapConfig(o) for o in ORDERINGS]
+
+    def buffers(self, seed: int | None = None):
+        """The sm90 MLP's operands; LLaMA-ep's first weight also in the SwiGLU epilogue's row order
+        (so that no packing happens inside a captured graph)."""
+        x, w1, w2 = super().buffers(seed)
+        if self.model.swiglu_epilogue:
+            self._rows[w1.data.ptr] = (w1, swiglu_rows_weight(w1, self.model.K2))
+        return x, w1, w2
+
+    def _weight_rows(self, stream, w1):
+        """w1 in the SwiGLU epilogue's row order: made at the first launch with these operands."""
+        kept = self._rows.get(w1.data.ptr)
+        if kept is None or kept[0] is not w1:
+            if stream.is_capturing():
+                raise CusyncError(f"MLP {self.model_name}: the SwiGLU epilogue's weight is packed at the first "
+                                  "launch with these operands, not inside a graph capture (run once first)", None)
+            with stream:
+                kept = self._rows[w1.data.ptr] = (w1, swiglu_rows_weight(w1, self.model.K2))
+        return kept[1]
 
     def run(self, stream, cfg, x, w1, w2, y, z) -> None:
         """One MLP under `cfg` (a SwapConfig, or an ORDERINGS name with or without "/swap") on `stream`
         (a CuPy stream); operands as the decode MLP's."""
         from cusyncgen.cuda import sm90
-        from cusyncgen.cuda.lazy import cupy
 
         name = (cfg if isinstance(cfg, str) else cfg.name).removesuffix(SWAP)
         if name not in ORDERINGS:
@@ -101,15 +143,12 @@ class MLPSwap(sm80.MLPOperands):
                               None)
         pdl, m, s = name == "PDL", self.model, stream.ptr
         if m.swiglu_epilogue:
-            if self._raw is None:   # allocated once, at the first call (a graph captures a later one)
-                self._raw = cupy.empty((self.M, m.N1), dtype=cupy.float16)
-            sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, w1.data.ptr, x.data.ptr, self._raw.data.ptr, self.M, m.N1,
-                           m.K1, stream=s)
-            sm90.swiglu_pair(self._raw.data.ptr, y.data.ptr, self.M, m.N1, pdl=pdl, stream=s)
+            sm90.swap_gemm(self.config, sm90.EPI_SWIGLU_ROWS, self._weight_rows(stream, w1).data.ptr, x.data.ptr,
+                           y.data.ptr, self.M, m.N1, m.K1, stream=s)
         else:
             sm90.swap_gemm(self.config, sm90.EPI_GELU_TANH, w1.data.ptr, x.data.ptr, y.data.ptr, self.M, m.N1, m.K1,
                            stream=s)
-        sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, w2.data.ptr, y.data.ptr, z.data.ptr, self.M, m.N2, m.K2,
+        sm90.swap_gemm(self.config2, sm90.EPI_IDENTITY, w2.data.ptr, y.data.ptr, z.data.ptr, self.M, m.N2, m.K2,
                        pdl=pdl, stream=s)
 
     def check_stages(self) -> None:
@@ -119,13 +158,13 @@ class MLPSwap(sm80.MLPOperands):
         return {}
 
 
-def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, configs=None):
-    """Every configuration of the swapped-GeMM MLP at (model, M) on each tile of tile_configs(M):
-    rows as the sm90 MLP's measure_point (checked against the float32 reference on poisoned outputs),
-    tiles "swap <config>"."""
+def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, configs=None, pairs=None):
+    """Every configuration of the swapped-GeMM MLP at (model, M) on each pair of tiles (`pairs`, or
+    tile_pairs(M, configs)): rows as the sm90 MLP's measure_point (checked against the float32
+    reference on poisoned outputs), tiles as tiles_label names them."""
     rows = []
-    for cfg in tile_configs(M, configs):
-        mlp = MLPSwap(model, M, cfg)
+    for cfg, cfg2 in pairs or tile_pairs(M, configs):
+        mlp = MLPSwap(model, M, cfg, cfg2)
         with stream:
             point, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)
         stream.synchronize()

@@ -4,8 +4,6 @@
 
 #include <string>
 
-#include <cuda_fp16.h>
-
 #include "abi.h"
 #include "plan.h"
 
@@ -35,34 +33,6 @@ const SwapEntry kSwap[] = {
 #define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES) {#NAME, cusync_sm90::swap_##NAME},
 #include "configs.def"
 };
-
-// SwiGLU of the first GeMM's output in the weight's row order ([W1|V] interleaved by 64 columns):
-// y[m, 64 b + j] = silu(yp[m, 128 b + j]) * yp[m, 128 b + 64 + j], 8 columns a thread (16-byte
-// loads and store). PDL-launched after the GeMM that writes yp: it lets the next GeMM launch at once
-// (that one issues its weight loads, then waits for this grid), then waits for the GeMM's grid.
-__global__ void swiglu_pair_kernel(const __half* yp, __half* y, int M, int N) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  const int n_out = N / 2, vecs = n_out / 8;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < static_cast<long long>(M) * vecs;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const int m = static_cast<int>(i / vecs), c = static_cast<int>(i % vecs) * 8;
-    const __half* row = yp + static_cast<size_t>(m) * N + (c / 64) * 128 + c % 64;
-    const uint4 g = *reinterpret_cast<const uint4*>(row), u = *reinterpret_cast<const uint4*>(row + 64);
-    const __half2* gh = reinterpret_cast<const __half2*>(&g);
-    const __half2* uh = reinterpret_cast<const __half2*>(&u);
-    uint4 out;
-    __half2* oh = reinterpret_cast<__half2*>(&out);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 a = __half22float2(gh[j]), b = __half22float2(uh[j]);
-      oh[j] = __floats2half2_rn(a.x / (1.f + __expf(-a.x)) * b.x, a.y / (1.f + __expf(-a.y)) * b.y);
-    }
-    *reinterpret_cast<uint4*>(y + static_cast<size_t>(m) * n_out + c) = out;
-  }
-}
 
 // The names of a table, comma-separated, built once.
 template <class E, size_t N>
@@ -109,25 +79,6 @@ int cusync_sm90_swap_gemm(const char* config, int epilogue, const void* W, const
     if (strcmp(e.name, config) == 0) return e.run(epilogue, W, X, Y, M, N, K, ldy, pdl, static_cast<cudaStream_t>(stream));
   }
   return CUSYNC_SM90_BAD_CONFIG;
-}
-
-int cusync_sm90_swiglu_pair(const void* yp, void* y, int M, int N, int pdl, void* stream) {
-  if (yp == nullptr || y == nullptr || M < 1) return CUSYNC_SM90_BAD_ARGUMENT;
-  if (N % 128 != 0 || reinterpret_cast<uintptr_t>(yp) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0)
-    return CUSYNC_SM90_BAD_SHAPE;
-  const long long vecs = static_cast<long long>(M) * (N / 16);
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(256);
-  cfg.gridDim = dim3(static_cast<unsigned>(vecs < 256 * 264 ? (vecs + 255) / 256 : 264));
-  cfg.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, swiglu_pair_kernel, static_cast<const __half*>(yp),
-                                           static_cast<__half*>(y), M, N);
-  return static_cast<int>(e != cudaSuccess ? e : cudaGetLastError());
 }
 
 int cusync_sm90_plan_create(const char* config, const CusyncSm90Gemm* gemms, int n_gemms, unsigned long long* ticket,

@@ -24,7 +24,8 @@ enum CusyncSm90Epilogue {
   CUSYNC_SM90_EPI_IDENTITY = 0,
   CUSYNC_SM90_EPI_GELU_TANH = 1,  // 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), as kernels/gemm.cuh
   CUSYNC_SM90_EPI_GELU_ERF = 2,   // 0.5 x (1 + erf(x / sqrt 2))
-  CUSYNC_SM90_EPI_SWIGLU_PAIR = 3 // B's rows [W1|V] interleaved by 64: out[:, 64b + j] = silu(acc[:, 128b + j]) * acc[:, 128b + 64 + j]
+  CUSYNC_SM90_EPI_SWIGLU_PAIR = 3, // B's rows [W1|V] interleaved by 64: out[:, 64b + j] = silu(acc[:, 128b + j]) * acc[:, 128b + 64 + j]
+  CUSYNC_SM90_EPI_SWIGLU_ROWS = 4  // the swapped GeMM's weight rows [W1|V] interleaved by 8: out[:, 8b + j] = silu(acc[:, 16b + j]) * acc[:, 16b + 8 + j]
 };
 
 // Epilogue store modes (CusyncSm90Gemm.store).
@@ -135,16 +136,14 @@ const char* cusync_sm90_stock_configs(void);
 int cusync_sm90_stock_gemm(const char* config, int cluster_m, const void* A, const void* B, void* C, int M, int N,
                            int K, int raster, int swizzle, void* stream);
 // Token generation, not synchronized per tile: Y[M, N] = epilogue(X[M, K] W[N, K]^T) (epilogue
-// CUSYNC_SM90_EPI_IDENTITY or _GELU_TANH; Y's row stride ldy) on the swapped GeMM of a configuration
-// of cusync_sm90_swap_configs() (swap.cu: the weight as CUTLASS's A operand, tiles of BT tokens x BW
-// weight rows); pdl 1: launched with programmatic stream serialization, its loads after the previous
-// grid. N a multiple of BW x CW, K of 8.
+// CUSYNC_SM90_EPI_IDENTITY or _GELU_TANH; or _SWIGLU_ROWS, Y then [M, N / 2]; Y's row stride ldy) on
+// the swapped GeMM of a configuration of cusync_sm90_swap_configs() (swap.cu: the weight as CUTLASS's
+// A operand, tiles of BT tokens x BW weight rows); pdl 1: launched with programmatic stream
+// serialization, its weight loads before the previous grid ends, X's after. N a multiple of BW x CW,
+// K of 8.
 const char* cusync_sm90_swap_configs(void);
 int cusync_sm90_swap_gemm(const char* config, int epilogue, const void* W, const void* X, void* Y, int M, int N, int K,
                           int ldy, int pdl, void* stream);
-// SwiGLU of a GeMM output in [W1|V]-interleaved-by-64 column order: yp [M, N] -> y [M, N / 2] (N a
-// multiple of 128; both 16-byte aligned, contiguous rows); pdl as above.
-int cusync_sm90_swiglu_pair(const void* yp, void* y, int M, int N, int pdl, void* stream);
 int cusync_sm90_plan_grid(void* plan);
 int cusync_sm90_plan_destroy(void* plan);
 const char* cusync_sm90_error_string(int code);

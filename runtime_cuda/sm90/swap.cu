@@ -12,11 +12,17 @@
 // X's (cusync::sm90::SyncCollectiveMma with kWeightA: the stock collective, its load swapped), so
 // HBM streams the weights while the previous grid ends. Not synchronized per tile: the stream
 // orders of the decode MLP (docs/sm90.md, "Token generation").
+//
+// Epilogues: identity and GeLU-tanh through CUTLASS's TMA epilogue; SwiGLU (CUSYNC_SM90_EPI_SWIGLU_ROWS)
+// through SwigluRows below, for a weight whose gate and up rows interleave by 8 so that each thread's
+// accumulator holds both rows of a pair.
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/default_epilogue.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/epilogue/fusion/operations.hpp"
 #include "cutlass/epilogue/thread/activation.h"
 #include "cutlass/gemm/collective/collective_builder.hpp"
@@ -37,15 +43,75 @@
 namespace cusync_sm90 {
 namespace {
 
+// SwiGLU in the epilogue: the weight's rows interleave gate and up by 8 ([W1 rows 8b..8b+7 | V rows
+// 8b..8b+7] for every b), so accumulator row 16j + i (i < 8) is a gate row and 16j + 8 + i its up row,
+// and Y[:, 8 (r / 16) + r % 8] = silu(acc[r, :]) * acc[r + 8, :] for gate rows r. In wgmma's 64 x N
+// accumulator (cute's CLayout_64xN) a thread's values (2, 2, N / 8) are (column pair, row + 8, column
+// block): values i and i + 2 (i % 4 < 2) are the gate and up rows of one output, in the same thread.
+// Operator-style (as CUTLASS's DefaultEpilogue, which it extends for its types and arguments; ptr_D is
+// Y and dD its column-major stride, ldy the token stride), stores straight from registers: Y is M x
+// N / 2 halves, a few hundred KB at decode.
+using SwigluBase = cutlass::epilogue::collective::DefaultEpilogue<
+    cutlass::half_t, cutlass::detail::TagToStrideC_t<cutlass::layout::ColumnMajor>,
+    cutlass::detail::TagToStrideC_t<cutlass::layout::ColumnMajor>,
+    cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
+    cutlass::epilogue::NoSmemWarpSpecialized>;
+
+template <int BT>
+struct SwigluRows : SwigluBase {
+  using Base = SwigluBase;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+
+  CUTLASS_HOST_DEVICE
+  SwigluRows(Params const& params, SharedStorage const& = SharedStorage()) : Base(params), out_(params) {}
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_MNK,
+                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& acc,
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+    using namespace cute;
+    static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BT>> && size(TiledMma{}) == 128,
+                  "SwigluRows pairs values i and i + 2 of one warp group's 64 x BT wgmma accumulator");
+    static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BT);
+    static_assert(decltype(size(acc))::value == BT / 2, "one 64 x BT accumulator a warp group");
+    const int rows = get<0>(problem_shape_mnkl), tokens = get<1>(problem_shape_mnkl);
+    Tensor cD = local_tile(make_identity_tensor(make_shape(rows, tokens)), take<0, 2>(blk_shape_MNK),
+                           make_coord(get<0>(blk_coord_mnkl), get<1>(blk_coord_mnkl)));
+    Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(cD);
+    cutlass::half_t* y = out_.ptr_D;
+    const int64_t ldy = get<1>(out_.dD);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); ++i) {
+      if (i % 4 >= 2) continue;  // an up row: read with its gate row
+      const int r = get<0>(tCcD(i)), t = get<1>(tCcD(i));
+      if (t < tokens) {
+        const float g = acc(i), u = acc(i + 2);
+        y[t * ldy + (r / 16) * 8 + r % 8] = cutlass::half_t(g / (1.f + __expf(-g)) * u);
+      }
+    }
+  }
+
+ private:
+  Params out_;
+};
+
 template <int BT, int BW, int BK, int CW, int STAGES, class Fusion>
+struct TmaEpilogue {
+  using Op = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::Shape<cute::Int<BW>, cute::Int<BT>, cute::Int<BK>>,
+      cute::Shape<cute::Int<CW>, cute::_1, cute::_1>, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      cutlass::half_t, cutlass::layout::ColumnMajor, 8, cutlass::half_t, cutlass::layout::ColumnMajor, 8,
+      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+};
+
+// Epi: the collective epilogue (TmaEpilogue<...>::Op, or CUTLASS's adapter of SwigluRows).
+template <int BT, int BW, int BK, int CW, int STAGES, class Epi>
 struct SwapGemm {
   using TileShape = cute::Shape<cute::Int<BW>, cute::Int<BT>, cute::Int<BK>>;
   using ClusterShape = cute::Shape<cute::Int<CW>, cute::_1, cute::_1>;
   using Half = cutlass::half_t;
-  using Epi = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Half, cutlass::layout::ColumnMajor, 8, Half,
-      cutlass::layout::ColumnMajor, 8, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
   // STAGES 0: as many stages as shared memory holds beside the epilogue's
   using Stages = cute::conditional_t<
       STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
@@ -97,12 +163,19 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
                         cudaStream_t stream) {
   constexpr int BT = CUSYNC_SM90_BT, BW = CUSYNC_SM90_BW, BK = CUSYNC_SM90_BK, CW = CUSYNC_SM90_CW;
   constexpr int S = CUSYNC_SM90_STAGES;
-  if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < N || ldy % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
+  const int n_out = epilogue == CUSYNC_SM90_EPI_SWIGLU_ROWS ? N / 2 : N;
+  if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < n_out || ldy % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
   switch (epilogue) {
     case CUSYNC_SM90_EPI_IDENTITY:
-      return SwapGemm<BT, BW, BK, CW, S, Identity>::run(W, X, Y, M, N, K, ldy, pdl != 0, stream);
+      return SwapGemm<BT, BW, BK, CW, S, typename TmaEpilogue<BT, BW, BK, CW, S, Identity>::Op>::run(
+          W, X, Y, M, N, K, ldy, pdl != 0, stream);
     case CUSYNC_SM90_EPI_GELU_TANH:
-      return SwapGemm<BT, BW, BK, CW, S, GeluTanh>::run(W, X, Y, M, N, K, ldy, pdl != 0, stream);
+      return SwapGemm<BT, BW, BK, CW, S, typename TmaEpilogue<BT, BW, BK, CW, S, GeluTanh>::Op>::run(
+          W, X, Y, M, N, K, ldy, pdl != 0, stream);
+    case CUSYNC_SM90_EPI_SWIGLU_ROWS:
+      return SwapGemm<BT, BW, BK, CW, S,
+                      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluRows<BT>>>::run(
+          W, X, Y, M, N, K, ldy, pdl != 0, stream);
     default:
       return CUSYNC_SM90_BAD_ARGUMENT;
   }

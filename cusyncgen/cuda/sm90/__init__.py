@@ -21,25 +21,25 @@ from cusyncgen.cuda.sm90.tiles import (CONFIGS, STOCK_CONFIGS, STOCK_TILES, SWAP
                                        swap_tile, tile_dims)
 from cusyncgen.cuda.sm90.split import (ITEM_COST_K, NO_SPLIT, SPLIT_COST_K, Split, as_split, auto_splits, has_split,
                                        split_makespan)
-from cusyncgen.cuda.sm90.desc import (EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY, EPI_SWIGLU_PAIR, STORE_PAIR,
-                                      STORE_QUAD, STORES, STRUCTS, SWIGLU_BLOCK, FMHA_O_ROWS, Debug, Epilogue,
-                                      FmhaSync, Gemm, LaunchFlag, Order, Policy, Store, desc_sem, desc_tile,
-                                      desc_value, gemm_desc, order_desc, permuted_policy, policy_desc, producer_rows,
-                                      row_major_order)
+from cusyncgen.cuda.sm90.desc import (EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY, EPI_SWIGLU_PAIR, EPI_SWIGLU_ROWS,
+                                      STORE_PAIR, STORE_QUAD, STORES, STRUCTS, SWIGLU_BLOCK, SWIGLU_ROWS_BLOCK,
+                                      FMHA_O_ROWS, Debug, Epilogue, FmhaSync, Gemm, LaunchFlag, Order, Policy, Store,
+                                      desc_sem, desc_tile, desc_value, gemm_desc, order_desc, permuted_policy,
+                                      policy_desc, producer_rows, row_major_order)
 from cusyncgen.cuda.sm90.orders import band_rows, banded_order, cluster_order, grouped_columns, grouped_order
 from cusyncgen.cuda.sm90.lib import LIB_NAME, Library, build, library, library_path, source_hash
 from cusyncgen.cuda.sm90.launch import (FMHA_SCHEDULES, POLICIES, RASTERS, Link, Plan, Sm90Chain, debug_message, fmha,
                                         fmha_heads, fmha_schedule, fmha_sync, plan_flags, stock_gemm, swap_gemm,
-                                        swiglu_pair)
+                                        swiglu_rows)
 
-__all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "ITEM_COST_K",
+__all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "EPI_SWIGLU_ROWS", "ITEM_COST_K",
            "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",
            "SWAP_CONFIGS", "SWAP_TILES", "SwapTile",
-           "STORE_PAIR", "STORE_QUAD", "STRUCTS", "SWIGLU_BLOCK", "TILES", "Debug", "Epilogue", "Gemm", "LaunchFlag",
+           "STORE_PAIR", "STORE_QUAD", "STRUCTS", "SWIGLU_BLOCK", "SWIGLU_ROWS_BLOCK", "TILES", "Debug", "Epilogue", "Gemm", "LaunchFlag",
            "Library", "Link", "Order", "Plan", "Policy", "Sm90Chain", "Sm90Error", "Split", "StockTile", "Store",
            "Tile", "as_split", "auto_splits", "band_rows", "banded_order", "build", "cluster_m", "cluster_order",
            "desc_sem", "desc_tile", "desc_value", "gemm_desc", "grouped_columns", "grouped_order", "has_split",
            "debug_message", "fmha", "fmha_heads", "fmha_schedule", "fmha_sync", "FMHA_O_ROWS", "FMHA_SCHEDULES",
            "FmhaSync", "library", "permuted_policy", "library_path", "order_desc", "order_grid", "parse_configs", "plan_flags", "policy_desc",
            "producer_rows", "row_major_order", "source_dir", "source_hash", "split_makespan", "stock_gemm",
-           "swap_configs_for", "swap_gemm", "swap_tile", "swiglu_pair", "tile_dims"]
+           "swap_configs_for", "swap_gemm", "swap_tile", "swiglu_rows", "tile_dims"]

@@ -21,6 +21,7 @@ class Epilogue(enum.IntEnum):
     GELU_TANH = 1
     GELU_ERF = 2
     SWIGLU_PAIR = 3   # B's rows [W1|V] interleaved by 64: out[:, 64b + j] = silu(acc[:, 128b + j]) * acc[:, 128b + 64 + j]
+    SWIGLU_ROWS = 4   # the swapped GeMM's weight rows [W1|V] interleaved by 8: out[:, 8b + j] = silu(acc[:, 16b + j]) * acc[:, 16b + 8 + j]
 
 
 class Store(enum.IntEnum):
@@ -41,12 +42,14 @@ class LaunchFlag(enum.Flag):
     PDL_LAUNCH = 4    # launched with cudaLaunchAttributeProgrammaticStreamSerialization
 
 
-EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR = (Epilogue.IDENTITY, Epilogue.GELU_TANH, Epilogue.GELU_ERF,
-                                                              Epilogue.SWIGLU_PAIR)
+EPI_IDENTITY, EPI_GELU_TANH, EPI_GELU_ERF, EPI_SWIGLU_PAIR, EPI_SWIGLU_ROWS = (
+    Epilogue.IDENTITY, Epilogue.GELU_TANH, Epilogue.GELU_ERF, Epilogue.SWIGLU_PAIR, Epilogue.SWIGLU_ROWS)
 STORE_QUAD, STORE_PAIR = Store.QUAD, Store.PAIR
 STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
 # [W1|V] row interleaving of llama-ep's first weight: a SwiGLU pair tile is twice this wide
 SWIGLU_BLOCK = 64
+# [W1|V] row interleaving of the swapped GeMM's SwiGLU weight (EPI_SWIGLU_ROWS): a thread's two accumulator rows
+SWIGLU_ROWS_BLOCK = 8
 
 
 class Policy(ctypes.Structure):

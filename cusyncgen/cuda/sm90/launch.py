@@ -23,7 +23,8 @@ from typing import Sequence
 from cusyncgen.cuda.chain import StageFlag, Step, launches, steps
 from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
 from cusyncgen.cuda.lazy import torch
-from cusyncgen.cuda.sm90.desc import EPI_SWIGLU_PAIR, Debug, FmhaSync, Gemm, LaunchFlag, policy_desc
+from cusyncgen.cuda.sm90.desc import (EPI_SWIGLU_PAIR, EPI_SWIGLU_ROWS, SWIGLU_ROWS_BLOCK, Debug, FmhaSync, Gemm,
+                                      LaunchFlag, policy_desc)
 from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.lib import library
 from cusyncgen.cuda.sm90.tiles import tile_dims
@@ -76,22 +77,29 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
 def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int, K: int, ldy: int = 0,
               pdl: bool = False, stream: int = 0):
     """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
-    W[N, K]^T), epilogue EPI_IDENTITY or EPI_GELU_TANH, Y's row stride ldy (0: N); pdl: a PDL launch
-    (its weight loads before griddepcontrol.wait, X's after the previous grid). Not synchronized per
-    tile."""
+    W[N, K]^T), epilogue EPI_IDENTITY or EPI_GELU_TANH; or EPI_SWIGLU_ROWS, W's rows gate and up
+    interleaved by 8 (swiglu_rows) and Y [M, N / 2] = silu(X gate^T) * X up^T. Y's row stride ldy (0:
+    its width); pdl: a PDL launch (its weight loads before griddepcontrol.wait, X's after the previous
+    grid). Not synchronized per tile."""
     lib = library()
     if config not in lib.swap_configs:
         raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
-    lib.check(lib.dll.cusync_sm90_swap_gemm(config.encode(), epilogue, W, X, Y, M, N, K, ldy or N, int(pdl),
+    ldy = ldy or (N // 2 if epilogue == EPI_SWIGLU_ROWS else N)
+    lib.check(lib.dll.cusync_sm90_swap_gemm(config.encode(), epilogue, W, X, Y, M, N, K, ldy, int(pdl),
                                             ctypes.c_void_p(stream)), f"swapped GeMM {config} ({M} x {N} x {K})")
 
 
-def swiglu_pair(yp: int, y: int, M: int, N: int, pdl: bool = False, stream: int = 0):
-    """SwiGLU of a GeMM output whose columns follow [W1|V] interleaved by 64 (SWIGLU_BLOCK): yp [M, N]
-    -> y [M, N / 2]; pdl as swap_gemm's."""
-    lib = library()
-    lib.check(lib.dll.cusync_sm90_swiglu_pair(yp, y, M, N, int(pdl), ctypes.c_void_p(stream)),
-              f"SwiGLU of a {M} x {N} output")
+def swiglu_rows(gate, up):
+    """The swapped GeMM's SwiGLU weight (EPI_SWIGLU_ROWS) from the gate and up weights ([F, K] each, F a
+    multiple of 8; CuPy or NumPy): [2F, K], gate rows 8b..8b+7 then up rows 8b..8b+7 for every b."""
+    F, K = gate.shape
+    if up.shape != gate.shape or F % SWIGLU_ROWS_BLOCK:
+        raise Sm90Error(f"SwiGLU weights: gate and up of one shape, rows a multiple of {SWIGLU_ROWS_BLOCK} "
+                        f"(got {tuple(gate.shape)} and {tuple(up.shape)})")
+    b = SWIGLU_ROWS_BLOCK
+    out = gate.reshape(F // b, 1, b, K).repeat(2, axis=1)
+    out[:, 1] = up.reshape(F // b, b, K)
+    return out.reshape(2 * F, K)
 
 
 FMHA_ERRORS = {1: "the shape is not supported", 2: "a workspace is needed", 3: "the launch failed",
