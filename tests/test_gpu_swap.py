@@ -2,8 +2,9 @@
 GPU: a GeMM alone equals the float32 product (with GeLU, into a wider row stride, at M not a multiple
 of its token tile), and with SwiGLU in its epilogue equals silu(X gate^T) * X up^T; every configuration of
 both models on each tile computes the float32 reference's result on fresh random inputs with poisoned
-outputs; PDL stays correct over 1000 back-to-back launches and 100 graph replays; bad shapes are
-refused with the library's error. Needs CuPy, an sm_90 GPU and the sm90 library (built with nvcc, or
+outputs; PDL and the one-launch chain stay correct over 1000 back-to-back launches and 100 graph
+replays; a chain wait that times out is reported with its tile; bad shapes are refused with the
+library's error. Needs CuPy, an sm_90 GPU and the sm90 library (built with nvcc, or
 CUSYNC_SM90_LIB)."""
 import math
 
@@ -18,6 +19,7 @@ if ok:
     import cupy
 
     from cusyncgen.cuda import sm90, timing
+    from cusyncgen.errors import CusyncError
     from cusyncgen.workloads import mlp_swap as S
     from cusyncgen.workloads.base import rel_err
     from cusyncgen.workloads.mlp import TOL
@@ -97,7 +99,8 @@ def test_every_configuration_is_correct(model, M):
 
 
 @pytest.mark.parametrize("model,M", [("gpt3", 16), ("llama-ep", 64)])
-def test_pdl_stays_correct_over_launches_and_replays(model, M):
+@pytest.mark.parametrize("cfg", ["PDL/swap", "RowSync+Chain/swap"])
+def test_pdl_and_the_chain_stay_correct_over_launches_and_replays(model, M, cfg):
     mlp = S.MLPSwap(model, M)
     stream = cupy.cuda.Stream()
     x, w1, w2 = mlp.buffers(seed=11)
@@ -105,21 +108,37 @@ def test_pdl_stays_correct_over_launches_and_replays(model, M):
     y, z = mlp.outputs()
     with stream:
         z.fill(cupy.nan)
-        for _ in range(1000):
-            mlp.run(stream, "PDL/swap", x, w1, w2, y, z)
+        for _ in range(1000):   # the chain's counters reset by each launch's last CTA
+            mlp.run(stream, cfg, x, w1, w2, y, z)
         stream.synchronize()
         assert rel_err(z, ref) < TOL, "launches"
-        g = timing.capture(lambda s: mlp.run(s, "PDL/swap", x, w1, w2, y, z), stream)
+        g = timing.capture(lambda s: mlp.run(s, cfg, x, w1, w2, y, z), stream)
         z.fill(cupy.nan)
         for _ in range(100):
             g.launch(stream)
         stream.synchronize()
         assert rel_err(z, ref) < TOL, "replays"
+    mlp.check_stages()
+
+
+def test_a_chain_wait_that_times_out_is_reported_with_its_tile():
+    mlp = S.MLPSwap("llama-ep", 1, timeout_ns=1)   # 1 ns: the CTAs that start on a second-GeMM tile give up
+    stream = cupy.cuda.Stream()
+    x, w1, w2 = mlp.buffers(seed=3)
+    y, z = mlp.outputs()
+    with stream:
+        mlp.run(stream, "RowSync+Chain/swap", x, w1, w2, y, z)
+    stream.synchronize()
+    with pytest.raises(CusyncError, match=r"swapped MLP chain 16x64x128sw2: a wait timed out at tile \d+ .* "
+                                          r"posts seen: \d+"):
+        mlp.check_stages()
+    assert mlp.timed_out() == {}   # reported once, then cleared
 
 
 def test_a_bench_point_has_the_swapped_rows():
     stream = cupy.cuda.Stream()
     rows = S.measure_point("llama-ep", 16, 3, stream, seed=1)
     assert {(r["config"], r["tiles"]) for r in rows} == {
-        (c, S.tiles_label(*p)) for c in ("StreamSync/swap", "PDL/swap") for p in S.tile_pairs(16)}
+        (c, S.tiles_label(*p)) for c in ("StreamSync/swap", "PDL/swap") for p in S.tile_pairs(16)} | {
+        ("RowSync+Chain/swap", S.tiles_label(c)) for c in S.tile_configs(16)}
     assert all(r["correct"] and r["tile_cfg"]["kernel"] == "swap" for r in rows), rows

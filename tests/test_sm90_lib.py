@@ -247,6 +247,13 @@ namespace cusync_sm90 {
     return e > CUSYNC_SM90_EPI_GELU_TANH && e != CUSYNC_SM90_EPI_SWIGLU_ROWS ? CUSYNC_SM90_BAD_ARGUMENT          \
            : N % (BW * CW)                                                 ? CUSYNC_SM90_BAD_SHAPE              \
                                                                            : 0;                                 \
+  }                                                                                                             \
+  int swap_##NAME##_mlp(int e, const void*, const void*, void*, const void*, void*, int, int N1, int, int N2, int,   \
+                        int, uint32_t* sync, long long, cudaStream_t) {                                         \
+    return e > CUSYNC_SM90_EPI_GELU_TANH && e != CUSYNC_SM90_EPI_SWIGLU_ROWS ? CUSYNC_SM90_BAD_ARGUMENT          \
+           : sync == nullptr                                               ? CUSYNC_SM90_BAD_ARGUMENT           \
+           : N1 % BW || N2 % BW                                            ? CUSYNC_SM90_BAD_SHAPE              \
+                                                                           : 0;                                 \
   }
 #include "configs.def"
 }  // namespace cusync_sm90
@@ -354,6 +361,14 @@ def test_the_loader_reads_the_tables_and_checks_the_layouts(loaded):
     assert loaded.swap_configs == sm90.SWAP_CONFIGS
     sm90.swap_gemm("16x64x128sw2", sm90.EPI_GELU_TANH, 1, 2, 3, 16, 256, 256)   # the stub's: 0
     sm90.swap_gemm("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 16, 256, 256)
+    sm90.swap_mlp("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 4, 5, 16, 256, 256, 128, sync=6)   # the stub's: 0
+    with pytest.raises(sm90.Sm90Error, match=r"swapped MLP chain 16x64x128sw2 \(M = 16, 256 x 256 then 96 x 128\): "
+                                             "shape not supported"):
+        sm90.swap_mlp("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 4, 5, 16, 256, 256, 96, sync=6)
+    with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '64x128x64'"):
+        sm90.swap_mlp("64x128x64", sm90.EPI_IDENTITY, 1, 2, 3, 4, 5, 16, 256, 256, 128, sync=6)
+    assert sm90.chain_timed_out([0] * sm90.CHAIN_SYNC_WORDS, "c") == ""
+    assert "tile 41 of the launch" in sm90.chain_timed_out([0, 0, 0, 0, 0, 42, 3, 0], "c")
     with pytest.raises(sm90.Sm90Error, match=r"swapped GeMM 16x64x128sw2 \(16 x 96 x 256\): shape not supported"):
         sm90.swap_gemm("16x64x128sw2", sm90.EPI_IDENTITY, 1, 2, 3, 16, 96, 256)
     with pytest.raises(sm90.Sm90Error, match="bad argument"):
@@ -463,3 +478,11 @@ def test_the_fmha_schedule_follows_the_measurement():
     assert sm90.fmha_schedule(1, 2048, True) == sm90.fmha_schedule(1, 4096, True) == "cooperative"
     assert {sm90.fmha_schedule(B, S, c) for B, S, c in ((1, 1024, True), (4, 1024, True), (1, 4096, False),
                                                         (4, 1024, False))} == {"pingpong"}
+
+
+def test_the_chain_sync_words_match_the_header():
+    import re
+    header = (sm90.source_dir() / "sm90_api.h").read_text()
+    assert int(re.search(r"#define CUSYNC_SM90_CHAIN_SYNC_WORDS (\d+)", header).group(1)) == sm90.CHAIN_SYNC_WORDS
+    chain = (sm90.source_dir() / "swap_chain.cuh").read_text()   # where its words sit
+    assert (sm90.desc.CHAIN_TIMED_OUT, sm90.desc.CHAIN_SEEN) == (5, 6) and "kMaxRows = 4" in chain

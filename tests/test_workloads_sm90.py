@@ -411,7 +411,7 @@ def test_the_swapped_gemm_points_and_their_names():
     assert mlp_swap.fits("llama-ep", 64) and not mlp_swap.fits("llama-ep", 65) and not mlp_swap.fits("llama", 1)
     mlp = mlp_swap.MLPSwap("llama-ep", 20)
     assert (mlp.config, mlp.tiles.label) == ("32x64x64sw2", "swap 32x64x64sw2")
-    assert [c.name for c in mlp.configs()] == ["StreamSync/swap", "PDL/swap"]
+    assert [c.name for c in mlp.configs()] == ["StreamSync/swap", "PDL/swap", "RowSync+Chain/swap"]
     assert mlp.tile_cfg == {"kernel": "swap", "config": "32x64x64sw2", "g1": {"BM": 32, "BN": 64},
                             "g2": {"BM": 32, "BN": 64}}
     assert W._instance("llama-ep", 20, mlp.tile_cfg).config == "32x64x64sw2" and W._config("PDL/swap") == "PDL/swap"
@@ -431,6 +431,10 @@ def test_the_swapped_gemm_points_and_their_names():
     again = W._instance("llama-ep", 1, two.tile_cfg)
     assert (again.config, again.config2, again.tiles.label) == ("16x64x64sw2s10", "16x64x128sw2", two.tiles.label)
     assert mlp_swap.MLPSwap("gpt3", 1, "16x64x128sw2", "16x64x128sw2").tiles.label == "swap 16x64x128sw2"
+    # the one-launch chain runs both GeMMs on one config: not offered (and refused) on a pair
+    assert [c.name for c in two.configs()] == ["StreamSync/swap", "PDL/swap"]
+    with pytest.raises(CusyncError, match="RowSync\\+Chain/swap runs both GeMMs on one tile config"):
+        two.run(None, "RowSync+Chain/swap", None, None, None, None, None)
 
 
 def test_the_swiglu_epilogue_weight_pairs_each_gate_row_with_its_up_row():

@@ -7,9 +7,11 @@ tile mostly empty at decode, TMA pipelines as deep as shared memory holds.
     x, w1, w2 = mlp.buffers(seed=0); y, z = mlp.outputs()
     mlp.run(stream, "PDL/swap", x, w1, w2, y, z)
 
-Configurations: StreamSync and PDL (the second GeMM PDL-launched: its weight tiles of every
-pipeline stage issued before griddepcontrol.wait, X's after the first grid). Stream orders only --
-the swapped kernels do not wait per tile. GPT-3's GeLU is the first GeMM's epilogue, and so is
+Configurations: StreamSync, PDL (the second GeMM PDL-launched: its weight tiles of every pipeline
+stage issued before griddepcontrol.wait, X's after the first grid) and RowSync+Chain (one persistent
+launch, runtime_cuda/sm90/swap_chain.cuh: every CTA moves from its first-GeMM tile to its
+second-GeMM tile, whose weight tiles fill the pipeline at once and whose loads of Y wait for the
+first GeMM's tiles of their token rows). GPT-3's GeLU is the first GeMM's epilogue, and so is
 LLaMA-ep's SwiGLU (sm90.EPI_SWIGLU_ROWS): its first weight is kept a second time with gate and up
 rows interleaved by 8 (swiglu_rows_weight), so that each thread's accumulator holds both rows of its
 outputs. Each GeMM may run on its own tile config (tile_pairs). `cusyncgen bench mlp --kernel sm90`
@@ -27,7 +29,10 @@ from cusyncgen.workloads.base import SWAP
 
 MODELS = ("gpt3", "llama-ep")
 MAX_M = 64
-ORDERINGS = ("StreamSync", "PDL")
+# RowSync+Chain: both GeMMs in one persistent launch (sm90.swap_mlp), a second-GeMM tile waiting for
+# the first GeMM's tiles of its token rows; one tile config for both GeMMs
+ORDERINGS = ("StreamSync", "PDL", "RowSync+Chain")
+CHAIN = "RowSync+Chain"
 
 
 def tile_configs(M: int, configs=None) -> list[str]:
@@ -82,9 +87,11 @@ class MLPSwap(sm80.MLPOperands):
     M: int
     config: str | None = None
     config2: str | None = None
+    timeout_ns: int = 0   # RowSync+Chain: > 0, its waits give up after this long (check_stages reports it)
     kernel = "sm90"
     # LLaMA-ep: w1's pointer -> (w1, its rows interleaved by 8 for the SwiGLU epilogue)
     _rows: dict = field(default_factory=dict, repr=False)
+    _sync: object = field(default=None, repr=False)   # RowSync+Chain: its counters (sm90.CHAIN_SYNC_WORDS)
 
     def __post_init__(self):
         if self.model_name not in MODELS:
@@ -111,7 +118,8 @@ class MLPSwap(sm80.MLPOperands):
                 "g1": {"BM": t1.BT, "BN": t1.BW}, "g2": {"BM": t2.BT, "BN": t2.BW}}
 
     def configs(self) -> list[SwapConfig]:
-        return [SwapConfig(o) for o in ORDERINGS]
+        """StreamSync and PDL; RowSync+Chain where both GeMMs run on one config."""
+        return [SwapConfig(o) for o in ORDERINGS if o != CHAIN or self.config2 == self.config]
 
     def buffers(self, seed: int | None = None):
         """The sm90 MLP's operands; LLaMA-ep's first weight also in the SwiGLU epilogue's row order
@@ -141,7 +149,16 @@ class MLPSwap(sm80.MLPOperands):
         if name not in ORDERINGS:
             raise CusyncError(f"the swapped GeMM MLP has no configuration {name!r} (it has {', '.join(ORDERINGS)})",
                               None)
+        if name == CHAIN and self.config2 != self.config:
+            raise CusyncError(f"{CHAIN}/swap runs both GeMMs on one tile config, not {self.config} and "
+                              f"{self.config2}", None)
         pdl, m, s = name == "PDL", self.model, stream.ptr
+        if name == CHAIN:
+            w1p = self._weight_rows(stream, w1) if m.swiglu_epilogue else w1
+            sm90.swap_mlp(self.config, sm90.EPI_SWIGLU_ROWS if m.swiglu_epilogue else sm90.EPI_GELU_TANH, w1p.data.ptr,
+                          x.data.ptr, y.data.ptr, w2.data.ptr, z.data.ptr, self.M, m.N1, m.K1, m.N2,
+                          self._chain_sync(stream).data.ptr, timeout_ns=self.timeout_ns, stream=s)
+            return
         if m.swiglu_epilogue:
             sm90.swap_gemm(self.config, sm90.EPI_SWIGLU_ROWS, self._weight_rows(stream, w1).data.ptr, x.data.ptr,
                            y.data.ptr, self.M, m.N1, m.K1, stream=s)
@@ -151,11 +168,35 @@ class MLPSwap(sm80.MLPOperands):
         sm90.swap_gemm(self.config2, sm90.EPI_IDENTITY, w2.data.ptr, y.data.ptr, z.data.ptr, self.M, m.N2, m.K2,
                        pdl=pdl, stream=s)
 
+    def _chain_sync(self, stream):
+        """RowSync+Chain's counters: zeroed once, at the first launch (not inside a graph capture)."""
+        if self._sync is None:
+            from cusyncgen.cuda import sm90
+            from cusyncgen.cuda.lazy import cupy
+            if stream.is_capturing():
+                raise CusyncError(f"MLP {self.model_name}: {CHAIN}/swap's counters are made at its first launch, not "
+                                  "inside a graph capture (run once first)", None)
+            with stream:
+                self._sync = cupy.zeros(sm90.CHAIN_SYNC_WORDS, dtype=cupy.uint32)
+            stream.synchronize()
+        return self._sync
+
     def check_stages(self) -> None:
-        """Nothing waits per tile here (the common interface of the sm90 instances)."""
+        """Raise if a RowSync+Chain wait timed out (timeout_ns > 0), naming the tile and the posts it
+        saw; the record is cleared."""
+        msg = self.timed_out()
+        if msg:
+            from cusyncgen.cuda import sm90
+            self._sync[sm90.desc.CHAIN_TIMED_OUT:sm90.desc.CHAIN_SEEN + 1] = 0
+            raise CusyncError(f"MLP {self.model_name} M={self.M}: {msg['*']}", None)
 
     def timed_out(self) -> dict[str, str]:
-        return {}
+        """{"*": the message} if a RowSync+Chain wait timed out (after synchronizing), else {}."""
+        if self._sync is None:
+            return {}
+        from cusyncgen.cuda import sm90
+        msg = sm90.chain_timed_out(self._sync.get().tolist(), self.config)
+        return {"*": msg} if msg else {}
 
 
 def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, configs=None, pairs=None):

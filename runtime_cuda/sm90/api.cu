@@ -28,9 +28,10 @@ const StockEntry kStock[] = {
 struct SwapEntry {
   const char* name;
   cusync_sm90::SwapGemmFn run;
+  cusync_sm90::SwapMlpFn mlp;
 };
 const SwapEntry kSwap[] = {
-#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES) {#NAME, cusync_sm90::swap_##NAME},
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES) {#NAME, cusync_sm90::swap_##NAME, cusync_sm90::swap_##NAME##_mlp},
 #include "configs.def"
 };
 
@@ -77,6 +78,19 @@ int cusync_sm90_swap_gemm(const char* config, int epilogue, const void* W, const
   if (config == nullptr || W == nullptr || X == nullptr || Y == nullptr) return CUSYNC_SM90_BAD_ARGUMENT;
   for (const SwapEntry& e : kSwap) {
     if (strcmp(e.name, config) == 0) return e.run(epilogue, W, X, Y, M, N, K, ldy, pdl, static_cast<cudaStream_t>(stream));
+  }
+  return CUSYNC_SM90_BAD_CONFIG;
+}
+
+int cusync_sm90_swap_mlp(const char* config, int epilogue1, const void* W1, const void* X, void* Y, const void* W2,
+                         void* Z, int M, int N1, int K1, int N2, int ldy, int ldz, unsigned int* sync,
+                         long long timeout_ns, void* stream) {
+  if (config == nullptr || W1 == nullptr || X == nullptr || Y == nullptr || W2 == nullptr || Z == nullptr)
+    return CUSYNC_SM90_BAD_ARGUMENT;
+  for (const SwapEntry& e : kSwap) {
+    if (strcmp(e.name, config) == 0)
+      return e.mlp(epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy, ldz, sync, timeout_ns,
+                   static_cast<cudaStream_t>(stream));
   }
   return CUSYNC_SM90_BAD_CONFIG;
 }

@@ -22,6 +22,9 @@ using StockGemmFn = int (*)(int cluster_m, const void* A, const void* B, void* C
 // The swapped GeMM of token generation (swap.cu): epilogue IDENTITY or GELU_TANH, Y's row stride ldy.
 using SwapGemmFn = int (*)(int epilogue, const void* W, const void* X, void* Y, int M, int N, int K, int ldy, int pdl,
                            cudaStream_t stream);
+// Both GeMMs of the swapped MLP in one persistent launch (swap_chain.cuh).
+using SwapMlpFn = int (*)(int epilogue1, const void* W1, const void* X, void* Y, const void* W2, void* Z, int M, int N1,
+                          int K1, int N2, int ldy, int ldz, uint32_t* sync, long long timeout_ns, cudaStream_t stream);
 
 // plan_<NAME>: config.cu compiled for that line of configs.def; stock_<NAME>: stock.cu; swap_<NAME>:
 // swap.cu.
@@ -29,8 +32,10 @@ using SwapGemmFn = int (*)(int epilogue, const void* W, const void* X, void* Y, 
   int plan_##NAME(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) \
   int stock_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
-#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES) \
-  int swap_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES)                                              \
+  int swap_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);         \
+  int swap_##NAME##_mlp(int, const void*, const void*, void*, const void*, void*, int, int, int, int, int, int, \
+                        uint32_t*, long long, cudaStream_t);
 #include "configs.def"
 
 }  // namespace cusync_sm90

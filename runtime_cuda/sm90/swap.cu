@@ -31,6 +31,7 @@
 #include "cutlass/util/packed_stride.hpp"
 #include "cusync/sm90/collective.h"
 #include "sm90_api.h"
+#include "swap_chain.cuh"
 
 #if !defined(CUSYNC_SM90_SWAP_FN) || !defined(CUSYNC_SM90_BT) || !defined(CUSYNC_SM90_BW) || \
     !defined(CUSYNC_SM90_BK) || !defined(CUSYNC_SM90_CW) || !defined(CUSYNC_SM90_STAGES)
@@ -47,10 +48,10 @@ namespace {
 // 8b..8b+7] for every b), so accumulator row 16j + i (i < 8) is a gate row and 16j + 8 + i its up row,
 // and Y[:, 8 (r / 16) + r % 8] = silu(acc[r, :]) * acc[r + 8, :] for gate rows r. In wgmma's 64 x N
 // accumulator (cute's CLayout_64xN) a thread's values (2, 2, N / 8) are (column pair, row + 8, column
-// block): values i and i + 2 (i % 4 < 2) are the gate and up rows of one output, in the same thread.
-// Operator-style (as CUTLASS's DefaultEpilogue, which it extends for its types and arguments; ptr_D is
-// Y and dD its column-major stride, ldy the token stride), stores straight from registers: Y is M x
-// N / 2 halves, a few hundred KB at decode.
+// block): values i and i + 2 (i % 4 < 2) are the gate and up rows of one output, in the same thread
+// (store_swapped_tile, swap_chain.cuh). Operator-style (as CUTLASS's DefaultEpilogue, which it extends
+// for its types and arguments; ptr_D is Y and dD its column-major stride, ldy the token stride),
+// stores straight from registers: Y is M x N / 2 halves, a few hundred KB at decode.
 using SwigluBase = cutlass::epilogue::collective::DefaultEpilogue<
     cutlass::half_t, cutlass::detail::TagToStrideC_t<cutlass::layout::ColumnMajor>,
     cutlass::detail::TagToStrideC_t<cutlass::layout::ColumnMajor>,
@@ -68,29 +69,13 @@ struct SwigluRows : SwigluBase {
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
             class TiledMma, class ResidueMNK>
-  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_MNK,
-                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& acc,
-                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
-    using namespace cute;
-    static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BT>> && size(TiledMma{}) == 128,
-                  "SwigluRows pairs values i and i + 2 of one warp group's 64 x BT wgmma accumulator");
-    static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BT);
-    static_assert(decltype(size(acc))::value == BT / 2, "one 64 x BT accumulator a warp group");
-    const int rows = get<0>(problem_shape_mnkl), tokens = get<1>(problem_shape_mnkl);
-    Tensor cD = local_tile(make_identity_tensor(make_shape(rows, tokens)), take<0, 2>(blk_shape_MNK),
-                           make_coord(get<0>(blk_coord_mnkl), get<1>(blk_coord_mnkl)));
-    Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(cD);
-    cutlass::half_t* y = out_.ptr_D;
-    const int64_t ldy = get<1>(out_.dD);
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); ++i) {
-      if (i % 4 >= 2) continue;  // an up row: read with its gate row
-      const int r = get<0>(tCcD(i)), t = get<1>(tCcD(i));
-      if (t < tokens) {
-        const float g = acc(i), u = acc(i + 2);
-        y[t * ldy + (r / 16) * 8 + r % 8] = cutlass::half_t(g / (1.f + __expf(-g)) * u);
-      }
-    }
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
+                                 int thread_idx, char*) {
+    static_assert(cute::size<0>(BlockShapeMNK{}) == 64 && cute::size<1>(BlockShapeMNK{}) == BT);
+    store_swapped_tile<BT>(CUSYNC_SM90_EPI_SWIGLU_ROWS, acc, tiled_mma, thread_idx, cute::get<0>(blk_coord_mnkl),
+                           cute::get<1>(blk_coord_mnkl), cute::get<0>(problem_shape_mnkl),
+                           cute::get<1>(problem_shape_mnkl), out_.ptr_D, cute::get<1>(out_.dD));
   }
 
  private:
@@ -179,6 +164,18 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
     default:
       return CUSYNC_SM90_BAD_ARGUMENT;
   }
+}
+
+#define CUSYNC_SM90_CAT_(a, b) a##b
+#define CUSYNC_SM90_CAT(a, b) CUSYNC_SM90_CAT_(a, b)
+int CUSYNC_SM90_CAT(CUSYNC_SM90_SWAP_FN, _mlp)(int epilogue1, const void* W1, const void* X, void* Y, const void* W2,
+                                                void* Z, int M, int N1, int K1, int N2, int ldy, int ldz,
+                                                uint32_t* sync, long long timeout_ns, cudaStream_t stream) {
+  if (epilogue1 != CUSYNC_SM90_EPI_SWIGLU_ROWS && epilogue1 != CUSYNC_SM90_EPI_GELU_TANH &&
+      epilogue1 != CUSYNC_SM90_EPI_IDENTITY)
+    return CUSYNC_SM90_BAD_ARGUMENT;
+  return SwapChain<CUSYNC_SM90_BT, CUSYNC_SM90_BW, CUSYNC_SM90_BK, CUSYNC_SM90_STAGES>::run(
+      epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy, ldz, sync, timeout_ns, stream);
 }
 
 }  // namespace cusync_sm90

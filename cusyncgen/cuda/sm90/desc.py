@@ -48,6 +48,9 @@ STORE_QUAD, STORE_PAIR = Store.QUAD, Store.PAIR
 STORES = {"quad": STORE_QUAD, "pair": STORE_PAIR}
 # [W1|V] row interleaving of llama-ep's first weight: a SwiGLU pair tile is twice this wide
 SWIGLU_BLOCK = 64
+# sm90_api.h's CUSYNC_SM90_CHAIN_SYNC_WORDS: the swapped MLP chain's counters (swap_mlp); its word 5
+# holds 1 + the index of a second-GeMM tile whose wait timed out, word 6 the count it saw
+CHAIN_SYNC_WORDS, CHAIN_TIMED_OUT, CHAIN_SEEN = 8, 5, 6
 # [W1|V] row interleaving of the swapped GeMM's SwiGLU weight (EPI_SWIGLU_ROWS): a thread's two accumulator rows
 SWIGLU_ROWS_BLOCK = 8
 

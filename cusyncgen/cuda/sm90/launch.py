@@ -23,8 +23,8 @@ from typing import Sequence
 from cusyncgen.cuda.chain import StageFlag, Step, launches, steps
 from cusyncgen.cuda.configs import SM90_ORDERINGS, Config, Ordering
 from cusyncgen.cuda.lazy import torch
-from cusyncgen.cuda.sm90.desc import (EPI_SWIGLU_PAIR, EPI_SWIGLU_ROWS, SWIGLU_ROWS_BLOCK, Debug, FmhaSync, Gemm,
-                                      LaunchFlag, policy_desc)
+from cusyncgen.cuda.sm90.desc import (CHAIN_SEEN, CHAIN_TIMED_OUT, EPI_SWIGLU_PAIR, EPI_SWIGLU_ROWS,
+                                      SWIGLU_ROWS_BLOCK, Debug, FmhaSync, Gemm, LaunchFlag, policy_desc)
 from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.lib import library
 from cusyncgen.cuda.sm90.tiles import tile_dims
@@ -87,6 +87,33 @@ def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int
     ldy = ldy or (N // 2 if epilogue == EPI_SWIGLU_ROWS else N)
     lib.check(lib.dll.cusync_sm90_swap_gemm(config.encode(), epilogue, W, X, Y, M, N, K, ldy, int(pdl),
                                             ctypes.c_void_p(stream)), f"swapped GeMM {config} ({M} x {N} x {K})")
+
+
+def swap_mlp(config: str, epilogue1: int, W1: int, X: int, Y: int, W2: int, Z: int, M: int, N1: int, K1: int,
+             N2: int, sync: int, ldy: int = 0, ldz: int = 0, timeout_ns: int = 0, stream: int = 0):
+    """Both GeMMs of the MLP in one persistent launch on swapped-GeMM config `config`
+    (swap_chain.cuh): Y = epilogue1(X W1^T) (EPI_SWIGLU_ROWS: N1 / 2 columns, W1's rows as
+    swiglu_rows orders them; EPI_GELU_TANH, EPI_IDENTITY: N1), Z = Y W2^T, a second-GeMM tile
+    waiting (RowSync) for the first GeMM's tiles of its token rows. sync: CHAIN_SYNC_WORDS zeroed
+    uint32 words of device memory, kept for every launch; timeout_ns > 0: a wait gives up after it
+    (see chain_timed_out)."""
+    lib = library()
+    if config not in lib.swap_configs:
+        raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
+    cols = N1 // 2 if epilogue1 == EPI_SWIGLU_ROWS else N1
+    lib.check(lib.dll.cusync_sm90_swap_mlp(config.encode(), epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy or cols,
+                                           ldz or N2, sync, timeout_ns, ctypes.c_void_p(stream)),
+              f"swapped MLP chain {config} (M = {M}, {N1} x {K1} then {N2} x {cols})")
+
+
+def chain_timed_out(words, config: str) -> str:
+    """The message for a swapped MLP chain whose wait timed out, from its sync words (host ints:
+    CHAIN_SYNC_WORDS of them), or "" if none did."""
+    tile = int(words[CHAIN_TIMED_OUT])
+    if tile == 0:
+        return ""
+    return (f"swapped MLP chain {config}: a wait timed out at tile {tile - 1} of the launch (the second GeMM's "
+            f"tiles follow the first's), its token row's posts seen: {int(words[CHAIN_SEEN])}")
 
 
 def swiglu_rows(gate, up):

@@ -254,6 +254,8 @@ class Library:
         d.cusync_sm90_swap_configs.restype = ctypes.c_char_p
         d.cusync_sm90_swap_gemm.argtypes = ([ctypes.c_char_p, ctypes.c_int] + [ctypes.c_void_p] * 3
                                             + [ctypes.c_int] * 5 + [ctypes.c_void_p])
+        d.cusync_sm90_swap_mlp.argtypes = ([ctypes.c_char_p, ctypes.c_int] + [ctypes.c_void_p] * 5
+                                           + [ctypes.c_int] * 6 + [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p])
         self.swap_configs = tuple(c for c in d.cusync_sm90_swap_configs().decode().split(",") if c)
 
     def check_sources(self) -> None:
