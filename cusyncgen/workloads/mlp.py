@@ -611,6 +611,14 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
     return {"device": dev, "workload": "mlp", "vendor": "cuBLAS", "ceilings": ceil, "rows": rows, "gemm": gemm_rows}
 
 
+def interleaved_rows(w1, F: int):
+    """(W1, V), the gate and up rows [F, H] each, of llama-ep's interleaved first weight (rows
+    interleaved by LLAMA_EP_BLOCK); any array with reshape (CuPy, NumPy, torch)."""
+    blk = LLAMA_EP_BLOCK
+    w4 = w1.reshape(F // blk, 2, blk, w1.shape[1])
+    return w4[:, 0].reshape(F, w1.shape[1]), w4[:, 1].reshape(F, w1.shape[1])
+
+
 def swiglu_weights(m: Model, w1):
     """The gate and up weights of a SwiGLU model as a user keeps them: one contiguous [2F, H]
     tensor, the gate's F rows then the up's (a torch tensor made once, outside any timing), from the
@@ -618,9 +626,7 @@ def swiglu_weights(m: Model, w1):
     F = m.K2
     if not m.swiglu_epilogue:
         return w1.contiguous()
-    blk = LLAMA_EP_BLOCK
-    w4 = w1.reshape(F // blk, 2, blk, w1.shape[1])
-    return torch.cat([w4[:, 0].reshape(F, w1.shape[1]), w4[:, 1].reshape(F, w1.shape[1])]).contiguous()
+    return torch.cat(interleaved_rows(w1, F)).contiguous()
 
 
 def vendor_forms(m: Model, bufs) -> dict:

@@ -57,9 +57,7 @@ def swiglu_rows_weight(w1, F: int):
     """LLaMA-ep's first weight (rows [W1|V] interleaved by LLAMA_EP_BLOCK, as every sm90 kernel reads
     it) in the swapped GeMM's SwiGLU row order (sm90.swiglu_rows: interleaved by 8)."""
     from cusyncgen.cuda import sm90
-    blk = sm80.LLAMA_EP_BLOCK
-    w4 = w1.reshape(F // blk, 2, blk, w1.shape[1])
-    return sm90.swiglu_rows(w4[:, 0].reshape(F, -1), w4[:, 1].reshape(F, -1))
+    return sm90.swiglu_rows(*sm80.interleaved_rows(w1, F))
 
 
 def tiles_label(config: str, config2: str | None = None) -> str:
@@ -126,8 +124,13 @@ class MLPSwap(sm80.MLPOperands):
         (so that no packing happens inside a captured graph)."""
         x, w1, w2 = super().buffers(seed)
         if self.model.swiglu_epilogue:
-            self._rows[w1.data.ptr] = (w1, swiglu_rows_weight(w1, self.model.K2))
+            self._keep_rows(w1)
         return x, w1, w2
+
+    def _keep_rows(self, w1):
+        """w1 in the SwiGLU epilogue's row order, made now (on the current stream) and kept by w1's pointer."""
+        self._rows[w1.data.ptr] = (w1, swiglu_rows_weight(w1, self.model.K2))
+        return self._rows[w1.data.ptr][1]
 
     def _weight_rows(self, stream, w1):
         """w1 in the SwiGLU epilogue's row order: made at the first launch with these operands."""
@@ -137,7 +140,7 @@ class MLPSwap(sm80.MLPOperands):
                 raise CusyncError(f"MLP {self.model_name}: the SwiGLU epilogue's weight is packed at the first "
                                   "launch with these operands, not inside a graph capture (run once first)", None)
             with stream:
-                kept = self._rows[w1.data.ptr] = (w1, swiglu_rows_weight(w1, self.model.K2))
+                return self._keep_rows(w1)
         return kept[1]
 
     def run(self, stream, cfg, x, w1, w2, y, z) -> None:
