@@ -1,6 +1,7 @@
 """The swapped GeMM of token generation (runtime_cuda/sm90/swap.cu, workloads.mlp_swap) on a Hopper
-GPU: a GeMM alone equals the float32 product (with GeLU, into a wider row stride, at M not a multiple
-of its token tile), and with SwiGLU in its epilogue equals silu(X gate^T) * X up^T; every configuration of
+GPU: a GeMM alone on its packed weight equals the float32 product (with GeLU, into a wider row stride,
+at M not a multiple of its token tile), and with SwiGLU in its epilogue equals silu(X gate^T) * X up^T;
+at the sizes of the models' GeMMs, 20 launches in turn on each config are all correct; every configuration of
 both models on each tile computes the float32 reference's result on fresh random inputs with poisoned
 outputs; PDL and the one-launch chain stay correct over 1000 back-to-back launches and 100 graph
 replays; a chain wait that times out is reported with its tile; bad shapes are refused with the
@@ -25,7 +26,7 @@ if ok:
     from cusyncgen.workloads.mlp import TOL
 
 MODELS = ("gpt3", "llama-ep")
-CONFIGS = ("16x64x128sw2", "16x64x64sw2s10", "32x64x64sw2", "64x64x64sw2", "64x64x128sw2")
+CONFIGS = ("16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1", "64x64x64sw1", "64x64x128sw1")
 
 
 def _gelu(v):
@@ -41,10 +42,12 @@ def test_a_gemm_alone_is_the_product(config, M):
     w = (rs.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16)
     ref = x.astype(cupy.float32) @ w.astype(cupy.float32).T
     stream = cupy.cuda.Stream()
+    wp = sm90.swap_pack(w, sm90.swap_tile(config).group)   # the weight as the swapped GeMM reads it
     for epi, want in ((sm90.EPI_IDENTITY, ref), (sm90.EPI_GELU_TANH, _gelu(ref))):
         y = cupy.full((M, N + 64), cupy.nan, dtype=cupy.float16)   # a wider row stride: its last 64 untouched
+        cupy.cuda.Device().synchronize()   # the inputs, made on the legacy stream, before the launch on `stream`
         with stream:
-            sm90.swap_gemm(config, epi, w.data.ptr, x.data.ptr, y.data.ptr, M, N, K, ldy=N + 64, stream=stream.ptr)
+            sm90.swap_gemm(config, epi, wp.data.ptr, x.data.ptr, y.data.ptr, M, N, K, ldy=N + 64, stream=stream.ptr)
         stream.synchronize()
         assert rel_err(y[:, :N], want) < TOL
         assert bool(cupy.isnan(y[:, N:]).all())
@@ -57,10 +60,11 @@ def test_swiglu_in_the_epilogue(config, M):
     rs = cupy.random.RandomState(100 + M)
     x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
     gate, up = ((rs.standard_normal((F, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16) for _ in range(2))
-    w = sm90.swiglu_rows(gate, up)
+    w = sm90.swap_pack(sm90.swiglu_rows(gate, up), sm90.swap_tile(config).group)
     g, u = (x.astype(cupy.float32) @ a.astype(cupy.float32).T for a in (gate, up))
     y = cupy.full((M, F + 64), cupy.nan, dtype=cupy.float16)   # a wider row stride: its last 64 untouched
     stream = cupy.cuda.Stream()
+    cupy.cuda.Device().synchronize()
     with stream:
         sm90.swap_gemm(config, sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, M, 2 * F, K, ldy=F + 64,
                        stream=stream.ptr)
@@ -69,16 +73,41 @@ def test_swiglu_in_the_epilogue(config, M):
     assert bool(cupy.isnan(y[:, F:]).all())
 
 
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_models_gemms_are_correct_at_their_sizes(config):
+    """Every weight shape of the decode MLPs and attention blocks (K up to 12288, ragged 2752), fresh
+    inputs and a poisoned output at every one of 20 launches, 2 weights in turn."""
+    bt = sm90.swap_tile(config).BT
+    stream = cupy.cuda.Stream()
+    for N, K in ((4608, 12288), (3072, 8192), (6144, 12288), (12288, 6144), (5504, 8192), (8192, 2752),
+                 (12288, 1536), (8192, 1024)):
+        M = max(1, bt - 3)
+        rs = cupy.random.RandomState(N + K)
+        x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
+        ws = [(rs.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16) for _ in range(2)]
+        refs = [x.astype(cupy.float32) @ w.astype(cupy.float32).T for w in ws]
+        wps = [sm90.swap_pack(w, sm90.swap_tile(config).group) for w in ws]
+        y = cupy.empty((M, N), dtype=cupy.float16)
+        cupy.cuda.Device().synchronize()
+        for i in range(20):
+            with stream:
+                y.fill(cupy.nan)
+                sm90.swap_gemm(config, sm90.EPI_IDENTITY, wps[i % 2].data.ptr, x.data.ptr, y.data.ptr, M, N, K,
+                               pdl=i % 3 == 0, stream=stream.ptr)
+            stream.synchronize()
+            assert rel_err(y, refs[i % 2]) < TOL, (N, K, i)
+
+
 def test_bad_shapes_are_refused():
     x = cupy.zeros((4, 64), dtype=cupy.float16)
-    w = cupy.zeros((96, 64), dtype=cupy.float16)   # 96 rows: not a multiple of 64 x 2
+    w = cupy.zeros((96, 64), dtype=cupy.float16)   # 96 rows: not a multiple of the packed groups' 64
     y = cupy.zeros((4, 96), dtype=cupy.float16)
     with pytest.raises(sm90.Sm90Error, match="shape not supported"):
-        sm90.swap_gemm("16x64x128sw2", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
+        sm90.swap_gemm("16x64x128sw1", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
     with pytest.raises(sm90.Sm90Error, match="no swapped GeMM"):
         sm90.swap_gemm("16x64x64", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
     with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # Y's stride under the SwiGLU output's width
-        sm90.swap_gemm("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, 4, 256, 64, ldy=64)
+        sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, 4, 256, 64, ldy=64)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -129,7 +158,7 @@ def test_a_chain_wait_that_times_out_is_reported_with_its_tile():
     with stream:
         mlp.run(stream, "RowSync+Chain/swap", x, w1, w2, y, z)
     stream.synchronize()
-    with pytest.raises(CusyncError, match=r"swapped MLP chain 16x64x128sw2: a wait timed out at tile \d+ .* "
+    with pytest.raises(CusyncError, match=r"swapped MLP chain 16x64x128sw1: a wait timed out at tile \d+ .* "
                                           r"posts seen: \d+"):
         mlp.check_stages()
     assert mlp.timed_out() == {}   # reported once, then cleared

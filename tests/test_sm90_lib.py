@@ -63,10 +63,10 @@ def test_every_instantiation_and_table_comes_from_configs_def():
     units = {name: (path.name, defines) for name, path, defines in lib.units()}
     assert set(units) == ({"api", "fmha", "fmha_sync"} | {f"config_{c}" for c in sm90.CONFIGS}
                           | {f"stock_{c}" for c in sm90.STOCK_CONFIGS} | {f"swap_{c}" for c in sm90.SWAP_CONFIGS})
-    assert units["swap_16x64x128sw2"] == ("swap.cu", [
-        "-DCUSYNC_SM90_SWAP_FN=swap_16x64x128sw2", "-DCUSYNC_SM90_BT=16", "-DCUSYNC_SM90_BW=64", "-DCUSYNC_SM90_BK=128",
-        "-DCUSYNC_SM90_CW=2", "-DCUSYNC_SM90_STAGES=0"])
-    assert units["swap_16x64x64sw2s10"][1][-1] == "-DCUSYNC_SM90_STAGES=10"
+    assert units["swap_16x64x128sw1"] == ("swap.cu", [
+        "-DCUSYNC_SM90_SWAP_FN=swap_16x64x128sw1", "-DCUSYNC_SM90_BT=16", "-DCUSYNC_SM90_BW=64", "-DCUSYNC_SM90_BK=128",
+        "-DCUSYNC_SM90_CW=1", "-DCUSYNC_SM90_STAGES=0"])
+    assert units["swap_16x64x64sw1s10"][1][-1] == "-DCUSYNC_SM90_STAGES=10"
     assert units["fmha"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=0"])
     assert units["fmha_sync"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=1"])
     assert units["config_128x192x64tma"] == ("config.cu", [
@@ -359,20 +359,20 @@ def test_the_loader_reads_the_tables_and_checks_the_layouts(loaded):
     with pytest.raises(sm90.Sm90Error, match="no stock reference '64x128x64'"):
         sm90.stock_gemm("64x128x64", 1, 1, 2, 3, 256, 256, 256)
     assert loaded.swap_configs == sm90.SWAP_CONFIGS
-    sm90.swap_gemm("16x64x128sw2", sm90.EPI_GELU_TANH, 1, 2, 3, 16, 256, 256)   # the stub's: 0
-    sm90.swap_gemm("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 16, 256, 256)
-    sm90.swap_mlp("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 4, 5, 16, 256, 256, 128, sync=6)   # the stub's: 0
-    with pytest.raises(sm90.Sm90Error, match=r"swapped MLP chain 16x64x128sw2 \(M = 16, 256 x 256 then 96 x 128\): "
+    sm90.swap_gemm("16x64x128sw1", sm90.EPI_GELU_TANH, 1, 2, 3, 16, 256, 256)   # the stub's: 0
+    sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 16, 256, 256)
+    sm90.swap_mlp("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 4, 5, 16, 256, 256, 128, sync=6)   # the stub's: 0
+    with pytest.raises(sm90.Sm90Error, match=r"swapped MLP chain 16x64x128sw1 \(M = 16, 256 x 256 then 96 x 128\): "
                                              "shape not supported"):
-        sm90.swap_mlp("16x64x128sw2", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 4, 5, 16, 256, 256, 96, sync=6)
+        sm90.swap_mlp("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 4, 5, 16, 256, 256, 96, sync=6)
     with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '64x128x64'"):
         sm90.swap_mlp("64x128x64", sm90.EPI_IDENTITY, 1, 2, 3, 4, 5, 16, 256, 256, 128, sync=6)
     assert sm90.chain_timed_out([0] * sm90.CHAIN_SYNC_WORDS, "c") == ""
     assert "tile 41 of the launch" in sm90.chain_timed_out([0, 0, 0, 0, 0, 42, 3, 0], "c")
-    with pytest.raises(sm90.Sm90Error, match=r"swapped GeMM 16x64x128sw2 \(16 x 96 x 256\): shape not supported"):
-        sm90.swap_gemm("16x64x128sw2", sm90.EPI_IDENTITY, 1, 2, 3, 16, 96, 256)
+    with pytest.raises(sm90.Sm90Error, match=r"swapped GeMM 16x64x128sw1 \(16 x 96 x 256\): shape not supported"):
+        sm90.swap_gemm("16x64x128sw1", sm90.EPI_IDENTITY, 1, 2, 3, 16, 96, 256)
     with pytest.raises(sm90.Sm90Error, match="bad argument"):
-        sm90.swap_gemm("16x64x128sw2", sm90.EPI_SWIGLU_PAIR, 1, 2, 3, 16, 256, 256)
+        sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_PAIR, 1, 2, 3, 16, 256, 256)
     with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '64x128x64'"):
         sm90.swap_gemm("64x128x64", sm90.EPI_IDENTITY, 1, 2, 3, 16, 256, 256)
 

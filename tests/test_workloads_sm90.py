@@ -316,12 +316,12 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     assert '{1, "PDL/decode", 0, 0, 0, 0, ' in (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
     # the swapped GeMM at M = 1 (rows named config + "/swap", tiles "swap <config>", keyed by the
     # library): its PDL faster still; the dispatch entry names its tiles as tokens x weight rows
-    tcfg = {"kernel": "swap", "config": "16x64x128sw2", "g1": {"BM": 16, "BN": 64}, "g2": {"BM": 16, "BN": 64}}
+    tcfg = {"kernel": "swap", "config": "16x64x128sw1", "g1": {"BM": 16, "BN": 64}, "g2": {"BM": 16, "BN": 64}}
     sw = [{"model": "gpt3", "M": 1, "config": c + "/swap", "kernel": "sm90", "time_us": t, "correct": True,
-           "rel_err": 1e-3, "tiles": "swap 16x64x128sw2", "splits": "1/1", "tile_cfg": tcfg}
+           "rel_err": 1e-3, "tiles": "swap 16x64x128sw1", "splits": "1/1", "tile_cfg": tcfg}
           for c, t in (("StreamSync", 2.9), ("PDL", 2.5))]
-    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|swap 16x64x128sw2|lib-abc"] = {"rows": sw, "tiles": "swap 16x64x128sw2"}
-    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/swap:swap 16x64x128sw2:vendor-forms|lib-abc"] = {"confirm": {
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|swap 16x64x128sw1|lib-abc"] = {"rows": sw, "tiles": "swap 16x64x128sw1"}
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/swap:swap 16x64x128sw1:vendor-forms|lib-abc"] = {"confirm": {
         "ours_us": 2.6, "stream_us": 2.6, "vendor_us": 9.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
         "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}, "floor_us": 2.0, "sets": 3}}
     path.write_text(json.dumps(cache))
@@ -330,7 +330,7 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     res = json.loads((out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json").read_text())
     first = res["choices"][0]
     assert (first["config"], first["tiles"], first["fastest_stream_order"]) == (
-        "PDL/swap", "swap 16x64x128sw2", "PDL/swap")
+        "PDL/swap", "swap 16x64x128sw1", "PDL/swap")
     assert first["streamsync_us"] == 2.9 and first["confirm"]["vendor_us"] == 9.0
     md = (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.md").read_text()   # the floor where the run measured one
     assert "Re-measured on 1/3 sets of fresh inputs replayed in turn" in md   # the M = 512 entry predates the sets
@@ -405,32 +405,32 @@ def test_the_overhead_benchmark_has_an_sm90_family_on_one_producer_wave():
 
 def test_the_swapped_gemm_points_and_their_names():
     from cusyncgen.workloads import mlp_swap
-    assert mlp_swap.tile_configs(1) == ["16x64x128sw2", "16x64x64sw2s10", "32x64x64sw2"]
-    assert mlp_swap.tile_configs(17) == ["32x64x64sw2", "64x64x64sw2", "64x64x128sw2"]
-    assert mlp_swap.tile_configs(64) == ["64x64x64sw2", "64x64x128sw2"]
+    assert mlp_swap.tile_configs(1) == ["16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1"]
+    assert mlp_swap.tile_configs(17) == ["32x64x64sw1", "64x64x64sw1", "64x64x128sw1"]
+    assert mlp_swap.tile_configs(64) == ["64x64x64sw1", "64x64x128sw1"]
     assert mlp_swap.fits("llama-ep", 64) and not mlp_swap.fits("llama-ep", 65) and not mlp_swap.fits("llama", 1)
     mlp = mlp_swap.MLPSwap("llama-ep", 20)
-    assert (mlp.config, mlp.tiles.label) == ("32x64x64sw2", "swap 32x64x64sw2")
+    assert (mlp.config, mlp.tiles.label) == ("32x64x64sw1", "swap 32x64x64sw1")
     assert [c.name for c in mlp.configs()] == ["StreamSync/swap", "PDL/swap", "RowSync+Chain/swap"]
-    assert mlp.tile_cfg == {"kernel": "swap", "config": "32x64x64sw2", "g1": {"BM": 32, "BN": 64},
+    assert mlp.tile_cfg == {"kernel": "swap", "config": "32x64x64sw1", "g1": {"BM": 32, "BN": 64},
                             "g2": {"BM": 32, "BN": 64}}
-    assert W._instance("llama-ep", 20, mlp.tile_cfg).config == "32x64x64sw2" and W._config("PDL/swap") == "PDL/swap"
+    assert W._instance("llama-ep", 20, mlp.tile_cfg).config == "32x64x64sw1" and W._config("PDL/swap") == "PDL/swap"
     for bad, what in ((("gpt3", 65), "M = 1 to 64"), (("llama", 1), "no model 'llama'")):
         with pytest.raises(CusyncError, match=what):
             mlp_swap.MLPSwap(*bad)
     with pytest.raises(CusyncError, match="no configuration 'TileSync\\+Chain'"):
         mlp.run(None, "TileSync+Chain/swap", None, None, None, None, None)
-    with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '16x64x64sw2'"):
-        mlp_swap.MLPSwap("gpt3", 1, "16x64x64sw2").tile_cfg
+    with pytest.raises(sm90.Sm90Error, match="no swapped GeMM '16x64x64sw1'"):
+        mlp_swap.MLPSwap("gpt3", 1, "16x64x64sw1").tile_cfg
     # each GeMM on its own tile: every pair of the point's configs, named and rebuilt from the rows' tile_cfg
-    assert len(mlp_swap.tile_pairs(1)) == 9 and ("16x64x64sw2s10", "16x64x128sw2") in mlp_swap.tile_pairs(1)
-    two = mlp_swap.MLPSwap("llama-ep", 1, "16x64x64sw2s10", "16x64x128sw2")
-    assert two.tiles.label == "swap 16x64x64sw2s10+16x64x128sw2"
-    assert two.tile_cfg == {"kernel": "swap", "config": "16x64x64sw2s10", "config2": "16x64x128sw2",
+    assert len(mlp_swap.tile_pairs(1)) == 9 and ("16x64x64sw1s10", "16x64x128sw1") in mlp_swap.tile_pairs(1)
+    two = mlp_swap.MLPSwap("llama-ep", 1, "16x64x64sw1s10", "16x64x128sw1")
+    assert two.tiles.label == "swap 16x64x64sw1s10+16x64x128sw1"
+    assert two.tile_cfg == {"kernel": "swap", "config": "16x64x64sw1s10", "config2": "16x64x128sw1",
                             "g1": {"BM": 16, "BN": 64}, "g2": {"BM": 16, "BN": 64}}
     again = W._instance("llama-ep", 1, two.tile_cfg)
-    assert (again.config, again.config2, again.tiles.label) == ("16x64x64sw2s10", "16x64x128sw2", two.tiles.label)
-    assert mlp_swap.MLPSwap("gpt3", 1, "16x64x128sw2", "16x64x128sw2").tiles.label == "swap 16x64x128sw2"
+    assert (again.config, again.config2, again.tiles.label) == ("16x64x64sw1s10", "16x64x128sw1", two.tiles.label)
+    assert mlp_swap.MLPSwap("gpt3", 1, "16x64x128sw1", "16x64x128sw1").tiles.label == "swap 16x64x128sw1"
     # the one-launch chain runs both GeMMs on one config: not offered (and refused) on a pair
     assert [c.name for c in two.configs()] == ["StreamSync/swap", "PDL/swap"]
     with pytest.raises(CusyncError, match="RowSync\\+Chain/swap runs both GeMMs on one tile config"):
@@ -457,3 +457,15 @@ def test_the_swiglu_epilogue_weight_pairs_each_gate_row_with_its_up_row():
         sm90.swiglu_rows(gate[:12], up[:12])
     with pytest.raises(sm90.Sm90Error, match="gate and up of one shape"):
         sm90.swiglu_rows(gate, up[:8])
+
+
+def test_the_swapped_gemm_packs_its_weight_by_groups_of_rows():
+    import numpy as np
+    w = np.arange(256 * 24, dtype=np.float16).reshape(256, 24)
+    p = sm90.swap_pack(w, 64)
+    assert p.shape == (4, 24, 64) and p.flags.c_contiguous
+    g, k, r = np.meshgrid(np.arange(4), np.arange(24), np.arange(64), indexing="ij")
+    assert (p == w[64 * g + r, k]).all()   # each group's K x 64 block contiguous, its rows fastest
+    assert sm90.swap_tile("16x64x128sw1").group == 64
+    with pytest.raises(sm90.Sm90Error, match="groups of 128 rows: 192 rows"):
+        sm90.swap_pack(w[:192], 128)

@@ -62,7 +62,7 @@ TIMEOUT_NS = 2_000_000_000
 TOL = 2e-2
 VENDOR = "vendor"
 DECODE_ENGINE = "decode"
-SWAP_ENGINE = "swap "   # + a swapped-GeMM config of the library: "swap 16x64x128sw2"
+SWAP_ENGINE = "swap "   # + a swapped-GeMM config of the library: "swap 16x64x128sw1"
 SDPA_BACKENDS = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
                  "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-math": "MATH"}
 
@@ -373,21 +373,30 @@ class CutlassGemm:
 
 class SwapGemm:
     """One GeMM alone on the swapped GeMM of the prebuilt library (runtime_cuda/sm90/swap.cu: the
-    weight as CUTLASS's A operand; identity epilogue): the same launch interface as
-    decode.DecodeGemm. PDL-launched, it issues its weight tiles of every pipeline stage before
-    griddepcontrol.wait and X's after it."""
+    weight as CUTLASS's A operand, read packed: prepare() makes the copy, sm90.swap_pack; identity
+    epilogue): the same launch interface as decode.DecodeGemm. PDL-launched, it issues its weight
+    tiles of every pipeline stage before griddepcontrol.wait and X's after it."""
 
     def __init__(self, engine: str, M: int, N: int, K: int):
         self.config = engine.removeprefix(SWAP_ENGINE)
         self.M, self.N, self.K = M, N, K
+        self.packed: dict = {}   # weight pointer -> (the weight, its packed copy)
 
     def prepare(self, w) -> None:
-        """Nothing to pack."""
+        """The weight's packed copy (once per array, before any launch: not inside a graph capture)."""
+        if w.data.ptr not in self.packed:
+            from cusyncgen.cuda import sm90
+            from cusyncgen.cuda.lazy import cupy
+            self.packed[w.data.ptr] = (w, sm90.swap_pack(w, sm90.swap_tile(self.config).group))
+            cupy.cuda.get_current_stream().synchronize()
 
     def launch(self, stream, x, w, y, pdl: bool = False) -> None:
         from cusyncgen.cuda import sm90
-        sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, self.M, self.N, self.K,
-                       pdl=pdl, stream=stream.ptr)
+        kept = self.packed.get(w.data.ptr)
+        if kept is None or kept[0] is not w:
+            raise CusyncError(f"swap {self.config} reads its weight packed: prepare() it first", None)
+        sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, kept[1].data.ptr, x.data.ptr, y.data.ptr, self.M, self.N,
+                       self.K, pdl=pdl, stream=stream.ptr)
 
 
 def gemm_engine(engine: str, M: int, N: int, K: int):

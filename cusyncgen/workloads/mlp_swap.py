@@ -1,7 +1,8 @@
 """The MLP at token generation (M <= 64) on the swapped GeMM (runtime_cuda/sm90/swap.cu, through
 cusyncgen.cuda.sm90.swap_gemm): CUTLASS's stock sm90 GeMM with the weight as its A operand, so a
 tile is 64 weight rows x 16-64 tokens (wgmma's N as small as the batch) instead of a 64-row token
-tile mostly empty at decode, TMA pipelines as deep as shared memory holds.
+tile mostly empty at decode, TMA pipelines as deep as shared memory holds. It reads the weights
+packed (sm90.swap_pack: each 64-row group's K x 64 block contiguous), a copy made once per weight.
 
     mlp = MLPSwap("gpt3", M=16)          # the tile: the smallest of configs.def's SWAP lines that holds M
     x, w1, w2 = mlp.buffers(seed=0); y, z = mlp.outputs()
@@ -14,7 +15,7 @@ second-GeMM tile, whose weight tiles fill the pipeline at once and whose loads o
 first GeMM's tiles of their token rows). GPT-3's GeLU is the first GeMM's epilogue, and so is
 LLaMA-ep's SwiGLU (sm90.EPI_SWIGLU_ROWS): its first weight is kept a second time with gate and up
 rows interleaved by 8 (swiglu_rows_weight), so that each thread's accumulator holds both rows of its
-outputs. Each GeMM may run on its own tile config (tile_pairs). `cusyncgen bench mlp --kernel sm90`
+outputs (then packed). Each GeMM may run on its own tile config (tile_pairs). `cusyncgen bench mlp --kernel sm90`
 and `tune mlp` run them at M <= MAX_M beside the CUTLASS kernels and the decode kernel, named
 config + "/swap", tiles "swap <config>" or "swap <first>+<second>".
 """
@@ -87,8 +88,8 @@ class MLPSwap(sm80.MLPOperands):
     config2: str | None = None
     timeout_ns: int = 0   # RowSync+Chain: > 0, its waits give up after this long (check_stages reports it)
     kernel = "sm90"
-    # LLaMA-ep: w1's pointer -> (w1, its rows interleaved by 8 for the SwiGLU epilogue)
-    _rows: dict = field(default_factory=dict, repr=False)
+    # (weight pointer, packing) -> (the weight, its packed copy: swapped_weight)
+    _packed: dict = field(default_factory=dict, repr=False)
     _sync: object = field(default=None, repr=False)   # RowSync+Chain: its counters (sm90.CHAIN_SYNC_WORDS)
 
     def __post_init__(self):
@@ -120,28 +121,43 @@ class MLPSwap(sm80.MLPOperands):
         return [SwapConfig(o) for o in ORDERINGS if o != CHAIN or self.config2 == self.config]
 
     def buffers(self, seed: int | None = None):
-        """The sm90 MLP's operands; LLaMA-ep's first weight also in the SwiGLU epilogue's row order
-        (so that no packing happens inside a captured graph)."""
+        """The sm90 MLP's operands, and the packed copies of its weights the launches read (made now,
+        so that no packing happens inside a captured graph)."""
         x, w1, w2 = super().buffers(seed)
-        if self.model.swiglu_epilogue:
-            self._keep_rows(w1)
+        self._weights(None, w1, w2)
         return x, w1, w2
 
-    def _keep_rows(self, w1):
-        """w1 in the SwiGLU epilogue's row order, made now (on the current stream) and kept by w1's pointer."""
-        self._rows[w1.data.ptr] = (w1, swiglu_rows_weight(w1, self.model.K2))
-        return self._rows[w1.data.ptr][1]
+    def _packings(self, chain: bool) -> tuple:
+        """How each GeMM's weight is packed: (group rows, SwiGLU row order) for w1 and w2."""
+        from cusyncgen.cuda import sm90
+        t1, t2 = sm90.swap_tile(self.config), sm90.swap_tile(self.config2)
+        g1, g2 = (t1.BW, t1.BW) if chain else (t1.group, t2.group)
+        return (g1, self.model.swiglu_epilogue), (g2, False)
 
-    def _weight_rows(self, stream, w1):
-        """w1 in the SwiGLU epilogue's row order: made at the first launch with these operands."""
-        kept = self._rows.get(w1.data.ptr)
-        if kept is None or kept[0] is not w1:
-            if stream.is_capturing():
-                raise CusyncError(f"MLP {self.model_name}: the SwiGLU epilogue's weight is packed at the first "
-                                  "launch with these operands, not inside a graph capture (run once first)", None)
-            with stream:
-                return self._keep_rows(w1)
-        return kept[1]
+    def _weights(self, stream, w1, w2, chain: bool = False) -> tuple:
+        """The packed copies of w1 (LLaMA-ep's in the SwiGLU epilogue's row order first) and w2 the
+        launches read: made at the first launch with these operands (on `stream`; not inside a graph
+        capture), then kept by the weights' pointers."""
+        out = []
+        for w, (group, rows) in zip((w1, w2), self._packings(chain)):
+            key = (w.data.ptr, group, rows)
+            kept = self._packed.get(key)
+            if kept is None or kept[0] is not w:
+                if stream is not None and stream.is_capturing():
+                    raise CusyncError(f"MLP {self.model_name}: the swapped GeMM's packed weights are made at the "
+                                      "first launch with these operands, not inside a graph capture (run once first)",
+                                      None)
+                kept = self._packed[key] = (w, self._pack(stream, w, group, rows))
+            out.append(kept[1])
+        return tuple(out)
+
+    def _pack(self, stream, w, group: int, rows: bool):
+        from cusyncgen.cuda import sm90
+        from cusyncgen.cuda.lazy import cupy
+        with stream or cupy.cuda.get_current_stream():
+            p = sm90.swap_pack(swiglu_rows_weight(w, self.model.K2) if rows else w, group)
+        (stream or cupy.cuda.get_current_stream()).synchronize()   # packed before a launch on any stream
+        return p
 
     def run(self, stream, cfg, x, w1, w2, y, z) -> None:
         """One MLP under `cfg` (a SwapConfig, or an ORDERINGS name with or without "/swap") on `stream`
@@ -156,19 +172,14 @@ class MLPSwap(sm80.MLPOperands):
             raise CusyncError(f"{CHAIN}/swap runs both GeMMs on one tile config, not {self.config} and "
                               f"{self.config2}", None)
         pdl, m, s = name == "PDL", self.model, stream.ptr
+        w1p, w2p = self._weights(stream, w1, w2, chain=name == CHAIN)
+        epi1 = sm90.EPI_SWIGLU_ROWS if m.swiglu_epilogue else sm90.EPI_GELU_TANH
         if name == CHAIN:
-            w1p = self._weight_rows(stream, w1) if m.swiglu_epilogue else w1
-            sm90.swap_mlp(self.config, sm90.EPI_SWIGLU_ROWS if m.swiglu_epilogue else sm90.EPI_GELU_TANH, w1p.data.ptr,
-                          x.data.ptr, y.data.ptr, w2.data.ptr, z.data.ptr, self.M, m.N1, m.K1, m.N2,
-                          self._chain_sync(stream).data.ptr, timeout_ns=self.timeout_ns, stream=s)
+            sm90.swap_mlp(self.config, epi1, w1p.data.ptr, x.data.ptr, y.data.ptr, w2p.data.ptr, z.data.ptr, self.M,
+                          m.N1, m.K1, m.N2, self._chain_sync(stream).data.ptr, timeout_ns=self.timeout_ns, stream=s)
             return
-        if m.swiglu_epilogue:
-            sm90.swap_gemm(self.config, sm90.EPI_SWIGLU_ROWS, self._weight_rows(stream, w1).data.ptr, x.data.ptr,
-                           y.data.ptr, self.M, m.N1, m.K1, stream=s)
-        else:
-            sm90.swap_gemm(self.config, sm90.EPI_GELU_TANH, w1.data.ptr, x.data.ptr, y.data.ptr, self.M, m.N1, m.K1,
-                           stream=s)
-        sm90.swap_gemm(self.config2, sm90.EPI_IDENTITY, w2.data.ptr, y.data.ptr, z.data.ptr, self.M, m.N2, m.K2,
+        sm90.swap_gemm(self.config, epi1, w1p.data.ptr, x.data.ptr, y.data.ptr, self.M, m.N1, m.K1, stream=s)
+        sm90.swap_gemm(self.config2, sm90.EPI_IDENTITY, w2p.data.ptr, y.data.ptr, z.data.ptr, self.M, m.N2, m.K2,
                        pdl=pdl, stream=s)
 
     def _chain_sync(self, stream):

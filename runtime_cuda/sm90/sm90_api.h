@@ -138,19 +138,19 @@ int cusync_sm90_stock_gemm(const char* config, int cluster_m, const void* A, con
 // Token generation, not synchronized per tile: Y[M, N] = epilogue(X[M, K] W[N, K]^T) (epilogue
 // CUSYNC_SM90_EPI_IDENTITY or _GELU_TANH; or _SWIGLU_ROWS, Y then [M, N / 2]; Y's row stride ldy) on
 // the swapped GeMM of a configuration of cusync_sm90_swap_configs() (swap.cu: the weight as CUTLASS's
-// A operand, tiles of BT tokens x BW weight rows); pdl 1: launched with programmatic stream
-// serialization, its weight loads before the previous grid ends, X's after. N a multiple of BW x CW,
-// K of 8.
+// A operand, tiles of BT tokens x BW weight rows); W packed by groups of G = BW x CW rows, each
+// group's K x G block contiguous with its rows fastest (W [N, K] -> [N / G, K, G]); pdl 1: launched
+// with programmatic stream serialization, its weight loads before the previous grid ends, X's after.
+// N a multiple of G, K of 8.
 const char* cusync_sm90_swap_configs(void);
 int cusync_sm90_swap_gemm(const char* config, int epilogue, const void* W, const void* X, void* Y, int M, int N, int K,
                           int ldy, int pdl, void* stream);
-// Both GeMMs of the MLP at token generation in one persistent launch on a swapped-GeMM config (its
-// tile, clusters of one; swap_chain.cuh): Y [M, ldy] = epilogue1(X W1^T) (CUSYNC_SM90_EPI_SWIGLU_ROWS:
-// N1 / 2 columns; _GELU_TANH or _IDENTITY: N1), Z [M, ldz] = Y W2^T (W2 [N2, Y's columns]). A
-// second-GeMM tile waits (RowSync) until the first GeMM's tiles of its token rows have posted to
-// `sync` (CUSYNC_SM90_CHAIN_SYNC_WORDS zeroed words, reset by each launch's last CTA); with timeout_ns
-// > 0 (0: none) a wait longer than that gives up and leaves 1 + the tile's index in sync[5] and the
-// count it saw in sync[6].
+// Both GeMMs of the MLP at token generation in one persistent launch on a swapped-GeMM config (its tile, clusters of
+// one; swap_chain.cuh; W1 and W2 packed by groups of BW rows): Y [M, ldy] = epilogue1(X W1^T)
+// (CUSYNC_SM90_EPI_SWIGLU_ROWS: N1 / 2 columns; _GELU_TANH or _IDENTITY: N1), Z [M, ldz] = Y W2^T (W2 [N2, Y's
+// columns]). A second-GeMM tile waits (RowSync) until the first GeMM's tiles of its token rows have posted to `sync`
+// (CUSYNC_SM90_CHAIN_SYNC_WORDS zeroed words, reset by each launch's last CTA); with timeout_ns > 0 (0: none) a wait
+// longer than that gives up and leaves 1 + the tile's index in sync[5] and the count it saw in sync[6].
 #define CUSYNC_SM90_CHAIN_SYNC_WORDS 8
 int cusync_sm90_swap_mlp(const char* config, int epilogue1, const void* W1, const void* X, void* Y, const void* W2,
                          void* Z, int M, int N1, int K1, int N2, int ldy, int ldz, unsigned int* sync,

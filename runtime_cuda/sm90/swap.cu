@@ -5,8 +5,12 @@
 // Y[M, N] = epilogue(X[M, K] W[N, K]^T) at M <= 64 rows, computed as Y^T = W X^T: CUTLASS's stock
 // sm90 GemmUniversal (TMA warp-specialized, one consumer warp group, TMA epilogue) with the weight as
 // its A operand, so that a tile is BW weight rows x BT tokens (wgmma's N as small as 8) instead of
-// a 64-row token tile mostly empty at decode; clusters of CW CTAs along the weight rows share X's
-// tile through TMA multicast. Y^T stored column-major is Y row-major. PDL: every CTA releases the
+// a 64-row token tile mostly empty at decode. The weight is packed (swap_pack_stride, sm90.swap_pack):
+// each group of G = BW x CW rows stored as a K x G block, rows contiguous (Wp[g][k][r] = W[G g + r][k]),
+// so that a tile's k-block is one contiguous run of bytes instead of BW rows K apart; CUTLASS sees a
+// batched GeMM of N / G batches of G rows, A M-major, X shared by every batch (batch stride 0), Y^T's
+// batch stride G. Clusters of CW CTAs along a group's rows share X's tile through TMA multicast.
+// Y^T stored column-major is Y row-major. PDL: every CTA releases the
 // next grid as it starts (a next grid not PDL-launched ignores it), and the load warp issues the
 // weight (A) tiles of as many k-blocks as the pipeline has stages before griddepcontrol.wait, then
 // X's (cusync::sm90::SyncCollectiveMma with kWeightA: the stock collective, its load swapped), so
@@ -73,9 +77,12 @@ struct SwigluRows : SwigluBase {
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char*) {
     static_assert(cute::size<0>(BlockShapeMNK{}) == 64 && cute::size<1>(BlockShapeMNK{}) == BT);
-    store_swapped_tile<BT>(CUSYNC_SM90_EPI_SWIGLU_ROWS, acc, tiled_mma, thread_idx, cute::get<0>(blk_coord_mnkl),
-                           cute::get<1>(blk_coord_mnkl), cute::get<0>(problem_shape_mnkl),
-                           cute::get<1>(problem_shape_mnkl), out_.ptr_D, cute::get<1>(out_.dD));
+    // the packed weight's batches: tile m of batch l is weight tile l x (group rows / 64) + m
+    const int group = cute::get<0>(problem_shape_mnkl), batches = cute::get<3>(problem_shape_mnkl);
+    store_swapped_tile<BT>(CUSYNC_SM90_EPI_SWIGLU_ROWS, acc, tiled_mma, thread_idx,
+                           cute::get<3>(blk_coord_mnkl) * (group / 64) + cute::get<0>(blk_coord_mnkl),
+                           cute::get<1>(blk_coord_mnkl), group * batches, cute::get<1>(problem_shape_mnkl),
+                           out_.ptr_D, cute::get<1>(out_.dD));
   }
 
  private:
@@ -103,24 +110,29 @@ struct SwapGemm {
       cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
   // the stock collective, its load warp issuing every stage's weight tiles before the PDL wait
   using Main = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::RowMajor, 8, Half,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::ColumnMajor, 8, Half,
       cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape, Stages,
       cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
                                                cusync::NoSync, void, /*kWeightA=*/true>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-  // The problem as CUTLASS sees it: (N, M, K), A = W [N, K] K-major, B = X [M, K] K-major, D = Y^T
-  // [N, M] column-major (ldy: Y's row stride).
+  // The problem as CUTLASS sees it: (G, M, K, N / G), A = the packed W (G rows M-major a batch), B =
+  // X [M, K] K-major in every batch, D = Y^T [G, M] column-major a batch, G columns of Y apart (ldy:
+  // Y's row stride).
   static int run(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool pdl, cudaStream_t stream) {
     using namespace cute;
-    auto sA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, make_shape(N, K, 1));
+    constexpr int G = BW * CW;
+    const int L = N / G;
+    auto sA = swap_pack_stride<typename Kernel::StrideA>(G, K, L);
     auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(M, K, 1));
-    auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(N, M, 1));
+    cute::get<2>(sB) = 0;
+    auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(G, M, 1));
     cute::get<1>(sD) = static_cast<int64_t>(ldy);
+    cute::get<2>(sD) = static_cast<int64_t>(G);
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
-        {N, M, K, 1},
+        {G, M, K, L},
         typename Main::Arguments({static_cast<const Half*>(W), sA, static_cast<const Half*>(X), sB},
                                  cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl}),
         {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};

@@ -1,5 +1,6 @@
 // The swapped MLP in one persistent launch (swap.cu includes this once per CUSYNC_SM90_SWAP line):
-// Y = epilogue1(X W1^T), Z = Y W2^T on the swapped GeMM's tiles (64 weight rows x BT tokens), both
+// Y = epilogue1(X W1^T), Z = Y W2^T on the swapped GeMM's tiles (64 weight rows x BT tokens; W1 and W2
+// packed by 64-row groups, swap_pack_stride), both
 // GeMMs' tiles walked by one grid of at most one CTA an SM, the first GeMM's before the second's
 // (CTA b takes items b, b + G, ...). The producer warp moves from a CTA's last first-GeMM tile to
 // its second-GeMM tile without a pause: the weight (A) tiles of as many k-blocks as the pipeline has
@@ -27,11 +28,20 @@
 #include "cutlass/device_kernel.h"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/pipeline/sm90_pipeline.hpp"
+#include "cutlass/util/packed_stride.hpp"
 #include "cusync/sm90/mainloop.h"
 #include "cusync/sync.h"
 #include "sm90_api.h"
 
 namespace cusync_sm90 {
+
+// The swapped GeMM's weight W [N, K] packed by groups of G rows (sm90.swap_pack: Wp[g][k][r] = W[G g +
+// r][k], each group's K x G block contiguous, so a 64-row tile's k-block is one contiguous run) as
+// CUTLASS's M-major A operand of a batched GeMM: (G, K, N / G), strides (1, G, G K).
+template <class StrideA>
+StrideA swap_pack_stride(int group, int K, int groups) {
+  return cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(group, K, groups));
+}
 
 // The register epilogue of one 64 x BT accumulator tile (cute's CLayout_64xN: a thread holds rows r
 // and r + 8 of its column pairs, values i and i + 2 with i % 4 < 2): tile (tile_m, tile_n) of a
@@ -80,7 +90,7 @@ struct SwapChain {
                                      cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
   // the stock collective of the swapped GeMM, clusters of one (a persistent CTA walks its own tiles)
   using Base = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::RowMajor, 8, Half,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::ColumnMajor, 8, Half,
       cutlass::layout::ColumnMajor, 8, float, TileShape, cute::Shape<cute::_1, cute::_1, cute::_1>, Stages,
       cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp;
   using Mainloop = cusync::sm90::SyncMainloop<Base>;
@@ -135,8 +145,9 @@ struct SwapChain {
     const int weight_tiles[2] = {params.N[0] / BW, params.N[1] / BW};
     const int first = weight_tiles[0] * token_tiles, items = first + weight_tiles[1] * token_tiles;
     Mainloop mainloop;
-    auto in0 = mainloop.load_init(make_shape(params.N[0], params.M, params.K[0], 1), params.gemm[0]);
-    auto in1 = mainloop.load_init(make_shape(params.N[1], params.M, params.K[1], 1), params.gemm[1]);
+    // the packed weights: weight tile t is batch t of one 64-row tile (swap_pack_stride)
+    auto in0 = mainloop.load_init(make_shape(BW, params.M, params.K[0], params.N[0] / BW), params.gemm[0]);
+    auto in1 = mainloop.load_init(make_shape(BW, params.M, params.K[1], params.N[1] / BW), params.gemm[1]);
     const int k_tiles[2] = {static_cast<int>(size<3>(get<0>(in0))), static_cast<int>(size<3>(get<0>(in1)))};
 
     if (warp_group == 0) {
@@ -145,7 +156,7 @@ struct SwapChain {
         for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
           const int g = item < first ? 0 : 1, u = g == 0 ? item : item - first;
           const int tm = u % weight_tiles[g], tn = u / weight_tiles[g];
-          auto coord = make_coord(tm, tn, _, 0);
+          auto coord = make_coord(0, tn, _, tm);
           if (g == 0) {
             mainloop.template load_synced<true>(params.gemm[0], pipeline, state, in0, coord, 0, k_tiles[0], 0u,
                                                 shared.tensors, [](int) {}, 1);
@@ -203,8 +214,8 @@ struct SwapChain {
     }
   }
 
-  // The launch: W1 [N1, K1], X [M, K1], Y [M, ldy] (its N1 / 2 or N1 columns), W2 [N2, K2 = Y's
-  // columns], Z [M, ldz]; every pointer 16-byte aligned.
+  // The launch: W1 [N1, K1] and W2 [N2, K2 = Y's columns] packed by 64-row groups (swap_pack_stride),
+  // X [M, K1], Y [M, ldy] (its N1 / 2 or N1 columns), Z [M, ldz]; every pointer 16-byte aligned.
   static int run(int epilogue1, const void* W1, const void* X, void* Y, const void* W2, void* Z, int M, int N1, int K1,
                  int N2, int ldy, int ldz, uint32_t* sync, long long timeout_ns, cudaStream_t stream) {
     using namespace cute;
@@ -216,11 +227,12 @@ struct SwapChain {
     Params p{};
     const int K2 = y_cols;
     auto args = [](const void* w, const void* x, int n, int m, int k, int ldx) {
-      auto sA = cutlass::make_cute_packed_stride(typename Base::StrideA{}, make_shape(n, k, 1));
+      auto sA = swap_pack_stride<typename Base::StrideA>(BW, k, n / BW);
       auto sB = cutlass::make_cute_packed_stride(typename Base::StrideB{}, make_shape(m, k, 1));
       get<0>(sB) = static_cast<int64_t>(ldx);
+      get<2>(sB) = 0;  // every batch (weight tile) reads the same X
       return Base::to_underlying_arguments(
-          make_shape(n, m, k, 1),
+          make_shape(BW, m, k, n / BW),
           typename Base::Arguments{static_cast<const Half*>(w), sA, static_cast<const Half*>(x), sB}, nullptr);
     };
     p.gemm[0] = args(W1, X, N1, M, K1, K1);

@@ -77,7 +77,7 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
 def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int, K: int, ldy: int = 0,
               pdl: bool = False, stream: int = 0):
     """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
-    W[N, K]^T), epilogue EPI_IDENTITY or EPI_GELU_TANH; or EPI_SWIGLU_ROWS, W's rows gate and up
+    W[N, K]^T), W given packed (swap_pack(w, the config's SwapTile.group)), epilogue EPI_IDENTITY or EPI_GELU_TANH; or EPI_SWIGLU_ROWS, W's rows gate and up
     interleaved by 8 (swiglu_rows) and Y [M, N / 2] = silu(X gate^T) * X up^T. Y's row stride ldy (0:
     its width); pdl: a PDL launch (its weight loads before griddepcontrol.wait, X's after the previous
     grid). Not synchronized per tile."""
@@ -92,7 +92,7 @@ def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int
 def swap_mlp(config: str, epilogue1: int, W1: int, X: int, Y: int, W2: int, Z: int, M: int, N1: int, K1: int,
              N2: int, sync: int, ldy: int = 0, ldz: int = 0, timeout_ns: int = 0, stream: int = 0):
     """Both GeMMs of the MLP in one persistent launch on swapped-GeMM config `config`
-    (swap_chain.cuh): Y = epilogue1(X W1^T) (EPI_SWIGLU_ROWS: N1 / 2 columns, W1's rows as
+    (swap_chain.cuh; W1 and W2 given packed by swap_pack(w, its BW)): Y = epilogue1(X W1^T) (EPI_SWIGLU_ROWS: N1 / 2 columns, W1's rows as
     swiglu_rows orders them; EPI_GELU_TANH, EPI_IDENTITY: N1), Z = Y W2^T, a second-GeMM tile
     waiting (RowSync) for the first GeMM's tiles of its token rows. sync: CHAIN_SYNC_WORDS zeroed
     uint32 words of device memory, kept for every launch; timeout_ns > 0: a wait gives up after it
@@ -127,6 +127,17 @@ def swiglu_rows(gate, up):
     out = gate.reshape(F // b, 1, b, K).repeat(2, axis=1)
     out[:, 1] = up.reshape(F // b, b, K)
     return out.reshape(2 * F, K)
+
+
+def swap_pack(w, group: int):
+    """The swapped GeMM's weight layout (swap.cu, swap_chain.cuh): W [N, K] packed by groups of `group`
+    rows (SwapTile.group for swap_gemm, its BW for swap_mlp), each group's K x group block contiguous
+    with its rows fastest: [N / group, K, group], Wp[g, k, r] = W[group g + r, k], so that a tile's
+    k-block is one contiguous run of bytes (CuPy or NumPy; a new array)."""
+    N, K = w.shape
+    if group < 1 or N % group:
+        raise Sm90Error(f"the swapped GeMM packs its weight by groups of {group} rows: {N} rows do not split so")
+    return w.reshape(N // group, group, K).transpose(0, 2, 1).copy()
 
 
 FMHA_ERRORS = {1: "the shape is not supported", 2: "a workspace is needed", 3: "the launch failed",

@@ -77,8 +77,8 @@ class StockTile:
 @dataclass(frozen=True)
 class SwapTile:
     """One CUSYNC_SM90_SWAP line: the swapped GeMM of token generation (swap.cu), tiles of BT tokens x
-    BW weight rows x BK, clusters of CW CTAs along the weight rows, `stages` pipeline stages (0: as
-    many as shared memory holds)."""
+    BW weight rows x BK, the weight packed by groups of BW x CW rows (swap_pack), clusters of CW CTAs
+    along a group's rows, `stages` pipeline stages (0: as many as shared memory holds)."""
 
     name: str
     BT: int
@@ -97,9 +97,14 @@ class SwapTile:
                             "group), CW 1, 2 or 4, stages 0 (auto) or at least 2")
 
     def fits(self, N: int, K: int) -> bool:
-        """Does an N x K weight run on it (swap.cu's check: its pairs of weight tiles divide N, K a
+        """Does an N x K weight run on it (swap.cu's check: its packed groups of rows divide N, K a
         multiple of 8 for TMA)?"""
-        return N % (self.BW * self.CW) == 0 and K % 8 == 0
+        return N % self.group == 0 and K % 8 == 0
+
+    @property
+    def group(self) -> int:
+        """The rows of a group of its packed weight (swap_pack): a cluster's BW x CW."""
+        return self.BW * self.CW
 
     @property
     def defines(self) -> list[str]:
