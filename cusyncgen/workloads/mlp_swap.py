@@ -14,9 +14,9 @@ launch, runtime_cuda/sm90/swap_chain.cuh: every CTA moves from its first-GeMM ti
 second-GeMM tile, whose weight tiles fill the pipeline at once and whose loads of Y wait for the
 first GeMM's tiles of their token rows). GPT-3's GeLU is the first GeMM's epilogue, and so is
 LLaMA-ep's SwiGLU (sm90.EPI_SWIGLU_ROWS): its first weight is kept a second time with gate and up
-rows interleaved by 8 (swiglu_rows_weight), so that each thread's accumulator holds both rows of its
-outputs (then packed). Each GeMM may run on its own tile config (tile_pairs). `cusyncgen bench mlp --kernel sm90`
-and `tune mlp` run them at M <= MAX_M beside the CUTLASS kernels and the decode kernel, named
+rows interleaved by 8 (swiglu_rows_weight, then packed), so that each thread's accumulator holds both
+rows of its outputs. Each GeMM may run on its own tile config (tile_pairs). `cusyncgen bench mlp
+--kernel sm90` and `tune mlp` run them at M <= MAX_M beside the CUTLASS kernels and the decode kernel, named
 config + "/swap", tiles "swap <config>" or "swap <first>+<second>".
 """
 from __future__ import annotations
@@ -88,7 +88,7 @@ class MLPSwap(sm80.MLPOperands):
     config2: str | None = None
     timeout_ns: int = 0   # RowSync+Chain: > 0, its waits give up after this long (check_stages reports it)
     kernel = "sm90"
-    # (weight pointer, packing) -> (the weight, its packed copy: swapped_weight)
+    # (weight pointer, group rows, SwiGLU row order) -> (the weight, its packed copy: _weights)
     _packed: dict = field(default_factory=dict, repr=False)
     _sync: object = field(default=None, repr=False)   # RowSync+Chain: its counters (sm90.CHAIN_SYNC_WORDS)
 

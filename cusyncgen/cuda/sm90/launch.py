@@ -77,8 +77,9 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
 def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int, K: int, ldy: int = 0,
               pdl: bool = False, stream: int = 0):
     """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
-    W[N, K]^T), W given packed (swap_pack(w, the config's SwapTile.group)), epilogue EPI_IDENTITY or EPI_GELU_TANH; or EPI_SWIGLU_ROWS, W's rows gate and up
-    interleaved by 8 (swiglu_rows) and Y [M, N / 2] = silu(X gate^T) * X up^T. Y's row stride ldy (0:
+    W[N, K]^T), W given packed (swap_pack(w, the config's SwapTile.group)), epilogue EPI_IDENTITY or
+    EPI_GELU_TANH; or EPI_SWIGLU_ROWS, W's rows gate and up interleaved by 8 (swiglu_rows, then
+    packed) and Y [M, N / 2] = silu(X gate^T) * X up^T. Y's row stride ldy (0:
     its width); pdl: a PDL launch (its weight loads before griddepcontrol.wait, X's after the previous
     grid). Not synchronized per tile."""
     lib = library()
@@ -92,8 +93,9 @@ def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int
 def swap_mlp(config: str, epilogue1: int, W1: int, X: int, Y: int, W2: int, Z: int, M: int, N1: int, K1: int,
              N2: int, sync: int, ldy: int = 0, ldz: int = 0, timeout_ns: int = 0, stream: int = 0):
     """Both GeMMs of the MLP in one persistent launch on swapped-GeMM config `config`
-    (swap_chain.cuh; W1 and W2 given packed by swap_pack(w, its BW)): Y = epilogue1(X W1^T) (EPI_SWIGLU_ROWS: N1 / 2 columns, W1's rows as
-    swiglu_rows orders them; EPI_GELU_TANH, EPI_IDENTITY: N1), Z = Y W2^T, a second-GeMM tile
+    (swap_chain.cuh; W1 and W2 given packed by swap_pack(w, its BW)): Y = epilogue1(X W1^T)
+    (EPI_SWIGLU_ROWS: N1 / 2 columns, W1's rows as swiglu_rows orders them; EPI_GELU_TANH,
+    EPI_IDENTITY: N1), Z = Y W2^T, a second-GeMM tile
     waiting (RowSync) for the first GeMM's tiles of its token rows. sync: CHAIN_SYNC_WORDS zeroed
     uint32 words of device memory, kept for every launch; timeout_ns > 0: a wait gives up after it
     (see chain_timed_out)."""
