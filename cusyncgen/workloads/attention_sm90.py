@@ -380,23 +380,18 @@ class SwapGemm:
     def __init__(self, engine: str, M: int, N: int, K: int):
         self.config = engine.removeprefix(SWAP_ENGINE)
         self.M, self.N, self.K = M, N, K
-        self.packed: dict = {}   # weight pointer -> (the weight, its packed copy)
+        self.packed: dict = {}   # the packed weights it reads (sm90.packed_weight)
 
     def prepare(self, w) -> None:
-        """The weight's packed copy (once per array, before any launch: not inside a graph capture)."""
-        if w.data.ptr not in self.packed:
-            from cusyncgen.cuda import sm90
-            from cusyncgen.cuda.lazy import cupy
-            self.packed[w.data.ptr] = (w, sm90.swap_pack(w, sm90.swap_tile(self.config).group))
-            cupy.cuda.get_current_stream().synchronize()
+        """The weight's packed copy (sm90.packed_weight: once per array, not inside a graph capture)."""
+        from cusyncgen.cuda import sm90
+        sm90.packed_weight(self.packed, w, sm90.swap_tile(self.config).group)
 
     def launch(self, stream, x, w, y, pdl: bool = False) -> None:
         from cusyncgen.cuda import sm90
-        kept = self.packed.get(w.data.ptr)
-        if kept is None or kept[0] is not w:
-            raise CusyncError(f"swap {self.config} reads its weight packed: prepare() it first", None)
-        sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, kept[1].data.ptr, x.data.ptr, y.data.ptr, self.M, self.N,
-                       self.K, pdl=pdl, stream=stream.ptr)
+        wp = sm90.packed_weight(self.packed, w, sm90.swap_tile(self.config).group, stream)
+        sm90.swap_gemm(self.config, sm90.EPI_IDENTITY, wp.data.ptr, x.data.ptr, y.data.ptr, self.M, self.N, self.K,
+                       pdl=pdl, stream=stream.ptr)
 
 
 def gemm_engine(engine: str, M: int, N: int, K: int):

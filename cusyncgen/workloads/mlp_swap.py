@@ -88,7 +88,7 @@ class MLPSwap(sm80.MLPOperands):
     config2: str | None = None
     timeout_ns: int = 0   # RowSync+Chain: > 0, its waits give up after this long (check_stages reports it)
     kernel = "sm90"
-    # (weight pointer, group rows, SwiGLU row order) -> (the weight, its packed copy: _weights)
+    # the packed weights the launches read (sm90.packed_weight)
     _packed: dict = field(default_factory=dict, repr=False)
     _sync: object = field(default=None, repr=False)   # RowSync+Chain: its counters (sm90.CHAIN_SYNC_WORDS)
 
@@ -117,8 +117,14 @@ class MLPSwap(sm80.MLPOperands):
                 "g1": {"BM": t1.BT, "BN": t1.BW}, "g2": {"BM": t2.BT, "BN": t2.BW}}
 
     def configs(self) -> list[SwapConfig]:
-        """StreamSync and PDL; RowSync+Chain where both GeMMs run on one config."""
-        return [SwapConfig(o) for o in ORDERINGS if o != CHAIN or self.config2 == self.config]
+        """StreamSync and PDL; RowSync+Chain where both GeMMs run on one config (of clusters of one:
+        the chain reads the weights packed by its tile's rows)."""
+        return [SwapConfig(o) for o in ORDERINGS if o != CHAIN or self._chains()]
+
+    def _chains(self) -> bool:
+        from cusyncgen.cuda import sm90
+        t = sm90.swap_tile(self.config)
+        return self.config2 == self.config and t.group == t.BW
 
     def buffers(self, seed: int | None = None):
         """The sm90 MLP's operands, and the packed copies of its weights the launches read (made now,
@@ -127,37 +133,16 @@ class MLPSwap(sm80.MLPOperands):
         self._weights(None, w1, w2)
         return x, w1, w2
 
-    def _packings(self, chain: bool) -> tuple:
-        """How each GeMM's weight is packed: (group rows, SwiGLU row order) for w1 and w2."""
+    def _weights(self, stream, w1, w2) -> tuple:
+        """The packed copies (sm90.packed_weight) of w1, LLaMA-ep's in the SwiGLU epilogue's row order
+        first, and w2 the launches read."""
         from cusyncgen.cuda import sm90
         t1, t2 = sm90.swap_tile(self.config), sm90.swap_tile(self.config2)
-        g1, g2 = (t1.BW, t1.BW) if chain else (t1.group, t2.group)
-        return (g1, self.model.swiglu_epilogue), (g2, False)
-
-    def _weights(self, stream, w1, w2, chain: bool = False) -> tuple:
-        """The packed copies of w1 (LLaMA-ep's in the SwiGLU epilogue's row order first) and w2 the
-        launches read: made at the first launch with these operands (on `stream`; not inside a graph
-        capture), then kept by the weights' pointers."""
-        out = []
-        for w, (group, rows) in zip((w1, w2), self._packings(chain)):
-            key = (w.data.ptr, group, rows)
-            kept = self._packed.get(key)
-            if kept is None or kept[0] is not w:
-                if stream is not None and stream.is_capturing():
-                    raise CusyncError(f"MLP {self.model_name}: the swapped GeMM's packed weights are made at the "
-                                      "first launch with these operands, not inside a graph capture (run once first)",
-                                      None)
-                kept = self._packed[key] = (w, self._pack(stream, w, group, rows))
-            out.append(kept[1])
-        return tuple(out)
-
-    def _pack(self, stream, w, group: int, rows: bool):
-        from cusyncgen.cuda import sm90
-        from cusyncgen.cuda.lazy import cupy
-        with stream or cupy.cuda.get_current_stream():
-            p = sm90.swap_pack(swiglu_rows_weight(w, self.model.K2) if rows else w, group)
-        (stream or cupy.cuda.get_current_stream()).synchronize()   # packed before a launch on any stream
-        return p
+        rows = self.model.swiglu_epilogue
+        return (sm90.packed_weight(self._packed, w1, t1.group, stream,
+                                   (lambda w: swiglu_rows_weight(w, self.model.K2)) if rows else None,
+                                   "swiglu" if rows else ""),
+                sm90.packed_weight(self._packed, w2, t2.group, stream))
 
     def run(self, stream, cfg, x, w1, w2, y, z) -> None:
         """One MLP under `cfg` (a SwapConfig, or an ORDERINGS name with or without "/swap") on `stream`
@@ -168,11 +153,11 @@ class MLPSwap(sm80.MLPOperands):
         if name not in ORDERINGS:
             raise CusyncError(f"the swapped GeMM MLP has no configuration {name!r} (it has {', '.join(ORDERINGS)})",
                               None)
-        if name == CHAIN and self.config2 != self.config:
+        if name == CHAIN and not self._chains():
             raise CusyncError(f"{CHAIN}/swap runs both GeMMs on one tile config, not {self.config} and "
                               f"{self.config2}", None)
         pdl, m, s = name == "PDL", self.model, stream.ptr
-        w1p, w2p = self._weights(stream, w1, w2, chain=name == CHAIN)
+        w1p, w2p = self._weights(stream, w1, w2)
         epi1 = sm90.EPI_SWIGLU_ROWS if m.swiglu_epilogue else sm90.EPI_GELU_TANH
         if name == CHAIN:
             sm90.swap_mlp(self.config, epi1, w1p.data.ptr, x.data.ptr, y.data.ptr, w2p.data.ptr, z.data.ptr, self.M,

@@ -30,7 +30,8 @@ from cusyncgen.cuda.sm90.orders import band_rows, banded_order, cluster_order, g
 from cusyncgen.cuda.sm90.lib import LIB_NAME, Library, build, library, library_path, source_hash
 from cusyncgen.cuda.sm90.launch import (FMHA_SCHEDULES, POLICIES, RASTERS, Link, Plan, Sm90Chain, debug_message, fmha,
                                         fmha_heads, fmha_schedule, fmha_sync, plan_flags, stock_gemm, swap_gemm,
-                                        chain_timed_out, swap_mlp, swap_pack, swiglu_rows)
+                                        chain_timed_out, packed_weight, swap_mlp, swap_pack,
+                                        swiglu_rows)
 
 __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "EPI_SWIGLU_ROWS", "ITEM_COST_K",
            "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",
@@ -42,4 +43,4 @@ __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIG
            "debug_message", "fmha", "fmha_heads", "fmha_schedule", "fmha_sync", "FMHA_O_ROWS", "FMHA_SCHEDULES",
            "FmhaSync", "library", "permuted_policy", "library_path", "order_desc", "order_grid", "parse_configs", "plan_flags", "policy_desc",
            "producer_rows", "row_major_order", "source_dir", "source_hash", "split_makespan", "stock_gemm",
-           "swap_configs_for", "swap_gemm", "swap_pack", "swap_tile", "swiglu_rows", "tile_dims", "swap_mlp", "chain_timed_out", "CHAIN_SYNC_WORDS"]
+           "swap_configs_for", "swap_gemm", "packed_weight", "swap_pack", "swap_tile", "swiglu_rows", "tile_dims", "swap_mlp", "chain_timed_out", "CHAIN_SYNC_WORDS"]

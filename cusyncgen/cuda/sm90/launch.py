@@ -74,6 +74,14 @@ def stock_gemm(config: str, cluster_m: int, A: int, B: int, C: int, M: int, N: i
                                              ctypes.c_void_p(stream)), f"stock CUTLASS GeMM {config} c{cluster_m}x1")
 
 
+def _swap_library(config: str):
+    """The library, which must have the swapped GeMM `config`."""
+    lib = library()
+    if config not in lib.swap_configs:
+        raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
+    return lib
+
+
 def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int, K: int, ldy: int = 0,
               pdl: bool = False, stream: int = 0):
     """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
@@ -82,9 +90,7 @@ def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int
     packed) and Y [M, N / 2] = silu(X gate^T) * X up^T. Y's row stride ldy (0:
     its width); pdl: a PDL launch (its weight loads before griddepcontrol.wait, X's after the previous
     grid). Not synchronized per tile."""
-    lib = library()
-    if config not in lib.swap_configs:
-        raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
+    lib = _swap_library(config)
     ldy = ldy or (N // 2 if epilogue == EPI_SWIGLU_ROWS else N)
     lib.check(lib.dll.cusync_sm90_swap_gemm(config.encode(), epilogue, W, X, Y, M, N, K, ldy, int(pdl),
                                             ctypes.c_void_p(stream)), f"swapped GeMM {config} ({M} x {N} x {K})")
@@ -99,9 +105,7 @@ def swap_mlp(config: str, epilogue1: int, W1: int, X: int, Y: int, W2: int, Z: i
     waiting (RowSync) for the first GeMM's tiles of its token rows. sync: CHAIN_SYNC_WORDS zeroed
     uint32 words of device memory, kept for every launch; timeout_ns > 0: a wait gives up after it
     (see chain_timed_out)."""
-    lib = library()
-    if config not in lib.swap_configs:
-        raise Sm90Error(f"no swapped GeMM {config!r}; the library has {', '.join(lib.swap_configs)}")
+    lib = _swap_library(config)
     cols = N1 // 2 if epilogue1 == EPI_SWIGLU_ROWS else N1
     lib.check(lib.dll.cusync_sm90_swap_mlp(config.encode(), epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy or cols,
                                            ldz or N2, sync, timeout_ns, ctypes.c_void_p(stream)),
@@ -140,6 +144,26 @@ def swap_pack(w, group: int):
     if group < 1 or N % group:
         raise Sm90Error(f"the swapped GeMM packs its weight by groups of {group} rows: {N} rows do not split so")
     return w.reshape(N // group, group, K).transpose(0, 2, 1).copy()
+
+
+def packed_weight(kept: dict, w, group: int, stream=None, order=None, tag: str = ""):
+    """The packed copy of weight `w` the swapped GeMM reads (swap_pack by `group` rows; `order`, named
+    by `tag`, applied to w first), kept in `kept` by (w's pointer, group, tag): made at the first call
+    with w, on `stream` (or the current one) and synchronized, so that a launch on any stream reads it;
+    never inside a graph capture (run once first)."""
+    hit = kept.get((w.data.ptr, group, tag))
+    if hit is not None and hit[0] is w:
+        return hit[1]
+    from cusyncgen.cuda.lazy import cupy
+    s = stream or cupy.cuda.get_current_stream()
+    if s.is_capturing():
+        raise Sm90Error(f"the swapped GeMM's packed weight ({tuple(w.shape)}, groups of {group} rows) is made at the "
+                        "first launch with it, not inside a graph capture (run once first)")
+    with s:
+        p = swap_pack(order(w) if order else w, group)
+    s.synchronize()
+    kept[(w.data.ptr, group, tag)] = (w, p)
+    return p
 
 
 FMHA_ERRORS = {1: "the shape is not supported", 2: "a workspace is needed", 3: "the launch failed",
