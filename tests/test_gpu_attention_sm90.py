@@ -99,11 +99,16 @@ def test_the_engines_are_chosen_among_correct_ones():
     blk = W.AttentionGen("llama", 16, 64)
     ins = blk.buffers(seed=2)
     stream = cupy.cuda.Stream()
-    chosen, record = W.choose_engines("llama", 16, 64, ins, stream, iters=5)
-    for name, e in zip(("qkv", "out"), chosen):
-        times = record[name]
-        assert set(times) == set(W.engines_for(16, *blk.gemm_shapes()[name == "out"]))
-        assert times[e] == min(t for t in times.values() if not isinstance(t, str))
+    (q, e), record = W.choose_engines("llama", 16, 64, ins, stream, iters=5)
+    for name in ("qkv", "out"):
+        assert set(record[name]) == set(W.engines_for(16, *blk.gemm_shapes()[name == "out"]))
+    alone = {k: t for k, t in record["qkv"].items() if not isinstance(t, str)}
+    assert alone[q] <= W.QKV_NEAR * min(alone.values())        # a QKV engine near the fastest alone
+    out = {k: t for k, t in record["out"].items() if not isinstance(t, str)}
+    assert out[e] == min(out.values())                         # the fastest output engine behind it
+    pairs = record.get("pairs", {f"{q} | {k}": t for k, t in out.items()})
+    assert pairs[f"{q} | {e}"] == min(pairs.values())          # the fastest pair in the block
+    assert {p.split(" | ")[0] for p in pairs} == {k for k, t in alone.items() if t <= W.QKV_NEAR * min(alone.values())}
 
 
 def test_a_chain_wait_that_cannot_be_met_times_out_naming_the_tile():

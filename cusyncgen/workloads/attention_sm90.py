@@ -16,8 +16,9 @@ Each GeMM runs on an engine (engines_for): the decode kernel (cusyncgen.cuda.dec
 weight's rows streamed into registers over every SM; the default), a CUTLASS sm90 tile config of
 the prebuilt library with or without split-K (where B fills the tensor cores: mma.sync makes the
 decode kernel compute-bound at 64 rows), or the library's swapped GeMM (SwapGemm: the weight as
-CUTLASS's A operand, tiles of 64 weight rows x 16-64 tokens). The bench times each GeMM alone on every engine and runs
-the block on the fastest.
+CUTLASS's A operand, tiles of 64 weight rows x 16-64 tokens). The bench times each GeMM on every
+engine (the QKV GeMM alone, the output GeMM in the block behind the QKV GeMM's near-fastest engines:
+choose_engines) and runs the block on the fastest pair.
 
 Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the attention and the
 output GeMM PDL-launched: a decode output GeMM issues its first weight loads before
@@ -418,19 +419,28 @@ def vendor_forms(blk: AttentionGen, ins, ref):
     return baselines.VendorForms.check(makers, lambda name, fn: rel(fn(), ref[0]))
 
 
-def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int, in_block=None) -> tuple[tuple, dict]:
+def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int, in_block=None,
+                        near: float = 1.0) -> tuple[tuple, dict]:
     """Each GeMM of the block on every engine of candidates(M, N, K), on the point's weights (the
     output GeMM on a random input), checked against float32 on a poisoned output and timed in a CUDA
-    graph: alone, or the output GeMM as in_block(engine, qkv engine) runs it (a run(stream) of the
-    whole block). Returns (the fastest correct engine of each) and {"qkv"|"out": {engine: us, or
-    its error}}."""
+    graph: alone, or, with in_block(qkv engine, output engine) (a run(stream) of the whole block),
+    the output GeMM in the block behind each QKV engine within `near` x the fastest QKV time alone
+    (which SMs the QKV GeMM leaves free decides where the output GeMM's early CTAs land). Returns
+    (the fastest correct engine of each: alone, or the fastest pair in the block) and {"qkv"|"out":
+    {engine: us, or its error}} ("out": behind the chosen QKV engine; "pairs": {"<qkv> | <out>": us}
+    where more than one QKV engine was tried)."""
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.lazy import cupy
     from cusyncgen.workloads.base import rel_err
 
     x, wqkv, wo = ins[:3]
     o_in = cupy.random.RandomState(M).standard_normal((M, heads(model) * D), dtype=cupy.float32).astype(cupy.float16)
-    chosen, record = [], {}
+
+    def timed(run) -> float:
+        graph = timing.capture(run, stream)
+        return round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
+
+    record, correct = {}, {}
     for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), gemm_shapes(model)):
         y = cupy.empty((M, n), dtype=cupy.float16)
         ref = a.astype(cupy.float32) @ w.astype(cupy.float32).T
@@ -445,28 +455,47 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
                 err = rel_err(y, ref)
                 if err >= TOL:
                     times[e] = f"wrong: relative error {err:.3g}"
-                    continue
-                run = in_block(e, chosen[0]) if name == "out" and in_block else (lambda s, g=g: g.launch(s, a, w, y))
-                graph = timing.capture(run, stream)
-                times[e] = round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
-        ok = {e: t for e, t in times.items() if not isinstance(t, str)}
+                elif name == "qkv" or not in_block:
+                    times[e] = timed(lambda s, g=g: g.launch(s, a, w, y))
+                else:
+                    times[e] = None   # timed in the block below
+        ok = [e for e, t in times.items() if not isinstance(t, str)]
         if not ok:
             raise CusyncError(f"{model} M={M}: no engine computed the {name} GeMM ({times})", None)
-        chosen.append(min(ok, key=ok.get))
-        record[name] = times
-    return tuple(chosen), record
+        record[name], correct[name] = times, ok
+    if not in_block:
+        return tuple(min(correct[g], key=record[g].get) for g in ("qkv", "out")), record
+    alone = record["qkv"]
+    fastest = min(correct["qkv"], key=alone.get)
+    tried = sorted((e for e in correct["qkv"] if alone[e] <= near * alone[fastest]), key=alone.get)
+    pairs = {}
+    with stream:
+        for q in tried:
+            for e in correct["out"]:
+                pairs[(q, e)] = timed(in_block(q, e))
+    chosen = min(pairs, key=pairs.get)
+    record["out"] = {e: (pairs[(chosen[0], e)] if e in correct["out"] else t) for e, t in record["out"].items()}
+    if len(tried) > 1:
+        record["pairs"] = {f"{q} | {e}": t for (q, e), t in pairs.items()}
+    return chosen, record
+
+
+# QKV engines within this factor of the fastest alone are also timed in the block (choose_engines)
+QKV_NEAR = 1.10
 
 
 def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tuple[tuple, dict]:
-    """The GeMM engines of a generation point (choose_gemm_engines over engines_for): the QKV GeMM's
-    fastest alone, the output GeMM's fastest in the block under PDL (where its first weight loads
-    overlap the attention: alone they cannot)."""
-    def in_block(e, qkv_engine):
-        whole = AttentionGen(model, B, past, (qkv_engine, e))
+    """The GeMM engines of a generation point (choose_gemm_engines over engines_for): the fastest pair
+    in the block under PDL, of the QKV engines within QKV_NEAR of the fastest alone and every output
+    engine. Alone they cannot show what the block gains: the output GeMM's first weight loads overlap
+    the attention only on the SMs the QKV GeMM leaves (the decode kernel fills every SM; the swapped
+    GeMM's 64-row tiles leave GPT-3 60 of 132)."""
+    def in_block(q, e):
+        whole = AttentionGen(model, B, past, (q, e))
         outs = whole.outputs()
         whole.run(stream, "PDL", *ins, *outs)
         return lambda s: whole.run(s, "PDL", *ins, *outs)
-    return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block)
+    return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block, near=QKV_NEAR)
 
 
 def form_timers(forms, iters: int, prefix: str) -> dict:
