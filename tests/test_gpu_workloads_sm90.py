@@ -59,9 +59,12 @@ def test_confirm_re_measures_a_choice_against_the_stream_order_and_cublas():
     choice = {"config": "TileSync+PDL", "tile_cfg": tiles, "fastest_stream_order": "StreamSync",
               "fastest_stream_order_tile_cfg": W.Sm90Tiles("128x128x64").as_dict()}
     got = W.confirm("gpt3", 200, choice, iters=3, seed=11)
-    timed = 2 + len(got["vendor_forms"])   # the choice, the stream order and every vendor form
+    # the choice, the stream order and every vendor form, each alone and back to back
+    timed = 2 * (2 + len(got["vendor_forms"]))
     assert got["correct"] and got["rounds"] == W.confirm_rounds(timed) and got["rel_err"] < W.TOL
-    assert all(got[k] > 0 for k in ("ours_us", "stream_us", "vendor_us"))
+    assert all(got[k] > 0 for k in ("ours_us", "stream_us", "vendor_us", "ours_chain_us", "stream_chain_us",
+                                    "vendor_chain_us"))
+    assert got["chain"] == W.CONFIRM_CHAIN and set(got["vendor_chain_forms"]) == set(got["vendor_forms"])
 
 
 def test_the_device_default_is_the_sm90_family():

@@ -94,9 +94,30 @@ def test_confirm_times_every_vendor_form_in_the_rounds_and_keeps_the_fastest_cor
         W.vendor_confirmed({}, forms)
 
 
+def test_confirm_reports_each_time_alone_and_back_to_back():
+    forms = VendorForms(errors={"torch-unfused": 1e-3, "cublaslt-gelu": 1e-3})
+    times = {"ours": 50.0, "stream": 55.0, ("chain", "ours"): 45.0, ("chain", "stream"): 49.0,
+             ("vendor", "cublaslt-gelu"): 60.0, ("vendor", "torch-unfused"): 62.0,
+             ("vendor-chain", "cublaslt-gelu"): 57.5, ("vendor-chain", "torch-unfused"): 56.0}
+    out = W.confirm_fields(times, forms, same=False)
+    assert (out["ours_us"], out["stream_us"], out["vendor_us"], out["vendor_form"]) == (50.0, 55.0, 60.0, "cublaslt-gelu")
+    # back to back each form is timed again and the fastest correct one kept: here the other form
+    assert (out["ours_chain_us"], out["stream_chain_us"], out["vendor_chain_us"], out["vendor_chain_form"]) == (
+        45.0, 49.0, 56.0, "torch-unfused")
+    assert out["chain"] == W.CONFIRM_CHAIN and out["vendor_chain_forms"] == {"cublaslt-gelu": 57.5, "torch-unfused": 56.0}
+    same = W.confirm_fields({k: t for k, t in times.items() if "stream" not in k}, forms, same=True)
+    assert same["stream_us"] == 50.0 and same["stream_chain_us"] == 45.0
+    alone = W.confirm_fields({k: t for k, t in times.items() if not (isinstance(k, tuple) and "chain" in k[0])},
+                             forms, same=False)
+    assert "ours_chain_us" not in alone and "vendor_chain_us" not in alone and alone["vendor_us"] == 60.0
+
+
 def test_confirm_is_cached_under_a_key_of_its_own():
     c = {"config": "TileSync+PDL", "tiles": "128x192x64 B1 G2"}
-    assert W.confirm_key("gpt3", 512, c, "lib-abc") == "gpt3|512|confirm:TileSync+PDL:128x192x64 B1 G2:vendor-forms|lib-abc"
+    assert W.confirm_key("gpt3", 512, c, "lib-abc") == \
+        "gpt3|512|confirm:TileSync+PDL:128x192x64 B1 G2:vendor-forms:chain|lib-abc"
+    assert W.confirm_key("gpt3", 512, c, "lib-abc", chain=False) == \
+        "gpt3|512|confirm:TileSync+PDL:128x192x64 B1 G2:vendor-forms|lib-abc"
     assert W.confirm_key("gpt3", 512, c, "lib-abc", forms=False) == "gpt3|512|confirm:TileSync+PDL:128x192x64 B1 G2|lib-abc"
 
 

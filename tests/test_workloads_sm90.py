@@ -237,10 +237,12 @@ def test_a_choice_slower_than_the_stream_order_when_re_measured_falls_back_to_it
               "tile_cfg": W.Sm90Tiles("64x128x64").as_dict(), "time_us": 100.0, "streamsync_us": 110.0,
               "fastest_stream_order": "PDL", "fastest_stream_order_us": 104.0,
               "fastest_stream_order_tile_cfg": stream_tiles.as_dict(), "speedup_vs_stream_order": 1.04}
-    slower = W.settle(choice, {"ours_us": 130.0, "stream_us": 120.0, "vendor_us": 118.0})
+    slower = W.settle(choice, {"ours_us": 130.0, "stream_us": 120.0, "vendor_us": 118.0, "ours_chain_us": 125.0,
+                               "stream_chain_us": 115.0})
     assert (slower["config"], slower["tiles"], slower["fallback"]) == ("PDL", stream_tiles.label,
                                                                        "RowSync+Chain/split-K")
     assert slower["confirm"]["ours_us"] == 120.0 and slower["speedup_vs_stream_order"] == 1.0
+    assert slower["confirm"]["ours_chain_us"] == 115.0   # back to back too: the stream order's
     assert slower["time_us"] == 104.0 and slower["speedup_vs_streamsync"] == round(110 / 104, 4)
     kept = W.settle(choice, {"ours_us": 115.0, "stream_us": 120.0, "vendor_us": 118.0})
     assert kept["config"] == "RowSync+Chain/split-K" and "fallback" not in kept and kept["confirm"]["ours_us"] == 115.0
@@ -321,9 +323,11 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
            "rel_err": 1e-3, "tiles": "swap 16x64x128sw1", "splits": "1/1", "tile_cfg": tcfg}
           for c, t in (("StreamSync", 2.9), ("PDL", 2.5))]
     cache["NVIDIA H100 80GB HBM3"]["gpt3|1|swap 16x64x128sw1|lib-abc"] = {"rows": sw, "tiles": "swap 16x64x128sw1"}
-    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/swap:swap 16x64x128sw1:vendor-forms|lib-abc"] = {"confirm": {
-        "ours_us": 2.6, "stream_us": 2.6, "vendor_us": 9.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
-        "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}, "floor_us": 2.0, "sets": 3}}
+    cache["NVIDIA H100 80GB HBM3"]["gpt3|1|confirm:PDL/swap:swap 16x64x128sw1:vendor-forms:chain|lib-abc"] = {
+        "confirm": {"ours_us": 2.6, "stream_us": 2.6, "vendor_us": 9.0, "rounds": 6, "correct": True, "rel_err": 1e-4,
+                    "vendor_form": "cublaslt-gelu", "vendor_forms": {"cublaslt-gelu": 9.0}, "floor_us": 2.0, "sets": 3,
+                    "ours_chain_us": 2.2, "stream_chain_us": 2.2, "vendor_chain_us": 8.0,
+                    "vendor_chain_form": "cublaslt-gelu", "chain": 10}}
     path.write_text(json.dumps(cache))
     out = tmp_path / "with-swap"
     assert tune.main(["mlp", "--from-cache", str(path), "--models", "gpt3", "--M", "1,512", "-o", str(out)]) == 0
@@ -336,6 +340,9 @@ def test_tune_from_a_cache_writes_report_and_dispatch(tmp_path, capsys):
     assert "Re-measured on 1/3 sets of fresh inputs replayed in turn" in md   # the M = 512 entry predates the sets
     assert "| 1 | 2.6 | 2.6 | 9.0 | 1.000x | 3.462x | yes | cublaslt-gelu | 2.0 | 1.300x |" in md
     assert "| 512 | 200.0 | 210.0 | 190.0 | 1.050x | 0.950x | yes | unnamed | - | - |" in md
+    # back to back (10 MLPs a graph), where the re-measurement timed it: M = 1 only
+    assert "The same, back to back: 10 MLPs in one CUDA graph" in md
+    assert "| 1 | 2.2 | 8.0 | 3.636x | cublaslt-gelu | 2.0 | 1.100x |" in md and "| 512 | 200.0 | 190.0 |" not in md
     assert '{1, "PDL/swap", 16, 64, 16, 64, ' in (out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.h").read_text()
     table = tune.load_dispatch(out / "tune-mlp-nvidia-h100-80gb-hbm3-sm90.json")
     assert tune.select(table, "gpt3", 1) == ("PDL/swap", tcfg)

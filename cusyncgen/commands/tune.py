@@ -166,6 +166,23 @@ def confirm_table(cs: list) -> list:
                      f"{s / f['ours_us']:.3f}x | {f['vendor_us'] / f['ours_us']:.3f}x | {ok}" if s else
                      f"| {c['M']} | {f['ours_us']:.1f} | - | {f['vendor_us']:.1f} | - | "
                      f"{f['vendor_us'] / f['ours_us']:.3f}x | {ok}")
+    chained = [c for c in cs if c["confirm"].get("ours_chain_us") and c["confirm"].get("vendor_chain_us")]
+    if chained:
+        n = chained[0]["confirm"].get("chain", "")
+        lines += ["", f"The same, back to back: {n} MLPs in one CUDA graph, the sets in turn, its time over {n} (as a "
+                  "model's decode graph runs an MLP: a kernel boundary before it, not a graph launch of its own); "
+                  "timed in the same rounds:", "",
+                  "| M | chosen (us) | cuBLAS + graph (us) | over cuBLAS + graph | cuBLAS form |"
+                  + (" floor (us) | chosen / floor |" if floors else ""),
+                  "|---|---|---|---|---|" + ("---|---|" if floors else "")]
+        for c in chained:
+            f = c["confirm"]
+            row = (f"| {c['M']} | {f['ours_chain_us']:.1f} | {f['vendor_chain_us']:.1f} | "
+                   f"{f['vendor_chain_us'] / f['ours_chain_us']:.3f}x | {f.get('vendor_chain_form', '-')} |")
+            if floors:
+                row += (f" {f['floor_us']:.1f} | {f['ours_chain_us'] / f['floor_us']:.3f}x |" if f.get("floor_us")
+                        else " - | - |")
+            lines.append(row)
     big = [c["confirm"]["vendor_us"] / c["confirm"]["ours_us"] for c in cs if c["M"] >= 128]
     if big:
         lines += ["", f"Geometric mean over M >= 128 against cuBLAS + graph: {geomean(big):.3f}x; faster at "

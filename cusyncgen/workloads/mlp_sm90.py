@@ -881,30 +881,39 @@ def _config(name: str):
 # Input sets of a confirm, replayed in turn (as the bench's three): GPT-3's and LLaMA-ep's weights
 # (302 and 135 MB a set) then never meet in the 50 MB L2 from one replay to the next.
 CONFIRM_SETS = 3
+# A confirm also times the choice and every vendor form back to back: CONFIRM_CHAIN MLPs (the sets in
+# turn) in one CUDA graph, its time over CONFIRM_CHAIN, as a model's decode graph runs an MLP (a
+# kernel boundary before it, not a graph launch of its own; the issue's "graphs of 10 back-to-back
+# MLPs").
+CONFIRM_CHAIN = 10
 
 
-def vendor_graphs(m, sets, refs):
+def vendor_graphs(m, sets, refs, chain: int = 0):
     """Every vendor form (sm80.vendor_forms) on each input set, checked against that set's reference
     and captured in a graph: (baselines.VendorForms of the first set, its errors the worst over the
     sets and its skipped every set's; {form: [its graph on each set]} of the forms made and captured
-    on every set)."""
+    on every set). chain > 0: also {form: one graph of `chain` calls back to back, the sets in turn}."""
     from cusyncgen.cuda import baselines
 
     checked = [sm80.check_vendor_forms(m, a, ref) for a, ref in zip(sets, refs)]
     forms = checked[0]
-    vgraphs = {}
+    vgraphs, vchains = {}, {}
     for name in forms.fns:
         if any(name not in c.fns for c in checked):
             continue
         try:
             vgraphs[name] = [baselines.graph_of(c.fns[name]) for c in checked]
+            if chain:
+                fns = [c.fns[name] for c in checked]
+                vchains[name] = baselines.graph_of(lambda fns=fns: [fns[i % len(fns)]() for i in range(chain)])
         except Exception as exc:   # a form that cannot be captured is skipped, as in bench
             forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
+            vgraphs.pop(name, None)
     for c in checked[1:]:
         forms.skipped.update({k: v for k, v in c.skipped.items() if k not in forms.skipped})
         for name, e in c.errors.items():
             forms.errors[name] = max(forms.errors.get(name, 0.0), e)
-    return forms, vgraphs
+    return (forms, vgraphs, vchains) if chain else (forms, vgraphs)
 
 
 def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
@@ -931,11 +940,12 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
     if choice.get("fastest_stream_order_tile_cfg") and not same:
         runs["stream"] = (_instance(model, M, choice["fastest_stream_order_tile_cfg"]),
                           _config(choice["fastest_stream_order"]))
-    graphs, errs = {}, {}
+    graphs, chains, errs = {}, {}, {}
     for k, (mlp, cfg) in runs.items():
-        graphs[k] = []
+        graphs[k], outs = [], []
         for a, ref in zip(sets, refs):
             y, z = mlp.outputs()
+            outs.append((y, z))
             with stream:
                 z.fill(cupy.nan)
                 mlp.run(stream, cfg, *a, y, z)
@@ -944,27 +954,63 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
                 errs[k] = max(errs.get(k, 0.0), rel_err(z, ref))
                 graphs[k].append(timing.capture(lambda s, mlp=mlp, cfg=cfg, a=a, y=y, z=z: mlp.run(s, cfg, *a, y, z),
                                                 stream))
+
+        def back_to_back(s, mlp=mlp, cfg=cfg, outs=outs):
+            for i in range(CONFIRM_CHAIN):
+                mlp.run(s, cfg, *sets[i % len(sets)], *outs[i % len(sets)])
+        with stream:
+            chains[k] = timing.capture(back_to_back, stream)
     stream.synchronize()
-    forms, vgraphs = vendor_graphs(mine.model, sets, refs)
+    forms, vgraphs, vchains = vendor_graphs(mine.model, sets, refs, chain=CONFIRM_CHAIN)
     timers = {}
     for k, g in graphs.items():
         def ours(g=g):
             with stream:
                 return timing.median(timing.time_graphs(g, stream, iters=iters))
         timers[k] = ours
+    for k, g in chains.items():
+        def ours_chain(g=g):
+            with stream:
+                return timing.median(timing.time_graphs([g], stream, iters=iters)) / CONFIRM_CHAIN
+        timers[("chain", k)] = ours_chain
     for name, g in vgraphs.items():
         def vendor(g=g):
             stream.synchronize()
             return baselines.replay_time(g, iters)
         timers[("vendor", name)] = vendor
+    for name, g in vchains.items():
+        def vendor_chain(g=g):
+            stream.synchronize()
+            return baselines.replay_time(g, iters) / CONFIRM_CHAIN
+        timers[("vendor-chain", name)] = vendor_chain
     times, rounds = time_in_rounds(timers)
-    out = {f"{k}_us": round(t, 2) for k, t in times.items() if not isinstance(k, tuple)}
-    out.update(vendor_confirmed({k[1]: t for k, t in times.items() if isinstance(k, tuple)}, forms))
+    out = confirm_fields(times, forms, same)
     errs["vendor"] = out.pop("vendor_rel_err")
-    if same:
-        out["stream_us"] = out["ours_us"]
     out.update(rounds=rounds, correct=all(e < TOL for e in errs.values()), rel_err=max(errs.values()))
     out.update(sets=len(sets), floor_us=round(sm80.floor_us(mine.model, M, baselines.ceilings()), 2))
+    return out
+
+
+def confirm_fields(times: dict, forms, same: bool) -> dict:
+    """confirm's times from the rounds' medians (keys: "ours", "stream", ("vendor", form), and back to
+    back ("chain", "ours" | "stream"), ("vendor-chain", form)): "ours_us", "stream_us" (the choice's
+    where `same`), the vendor's fields (vendor_confirmed) and the same back to back, "_chain" after
+    each ("ours_chain_us", "stream_chain_us", "vendor_chain_us", "vendor_chain_form",
+    "vendor_chain_forms"; "chain": CONFIRM_CHAIN) where they were timed."""
+    def of(kind):
+        return {k[1]: t for k, t in times.items() if isinstance(k, tuple) and k[0] == kind}
+
+    out = {f"{k}_us": round(t, 2) for k, t in times.items() if not isinstance(k, tuple)}
+    out.update(vendor_confirmed(of("vendor"), forms))
+    if of("chain"):
+        out.update({f"{k}_chain_us": round(t, 2) for k, t in of("chain").items()})
+        chained = vendor_confirmed(of("vendor-chain"), forms)
+        out.update(vendor_chain_us=chained["vendor_us"], vendor_chain_form=chained["vendor_form"],
+                   vendor_chain_forms=chained["vendor_forms"], chain=CONFIRM_CHAIN)
+    if same:
+        out["stream_us"] = out["ours_us"]
+        if "ours_chain_us" in out:
+            out["stream_chain_us"] = out["ours_chain_us"]
     return out
 
 
@@ -984,15 +1030,19 @@ def settle(choice: dict, confirmed: dict) -> dict:
                    speedup_vs_streamsync=round(choice["streamsync_us"] / choice["fastest_stream_order_us"], 4),
                    speedup_vs_stream_order=1.0)
         out["confirm"].update(ours_us=s, stream_us=s)
+        if "stream_chain_us" in confirmed:
+            out["confirm"].update(ours_chain_us=confirmed["stream_chain_us"])
     return out
 
 
-def confirm_key(model: str, M: int, choice: dict, runtime: str, forms: bool = True) -> str:
-    """The tune cache's key of a choice's re-measurement: "model|M|confirm:<config>:<tiles>:vendor-forms|
-    runtime" (every vendor form timed); forms=False: the key of one from before the vendor forms were
-    compared (one unnamed cuBLAS form), which a live tune measures again and a report from the cache
-    still reads."""
-    return f"{model}|{M}|confirm:{choice['config']}:{choice['tiles']}{':vendor-forms' if forms else ''}|{runtime}"
+def confirm_key(model: str, M: int, choice: dict, runtime: str, forms: bool = True, chain: bool = True) -> str:
+    """The tune cache's key of a choice's re-measurement: "model|M|confirm:<config>:<tiles>:vendor-forms:chain|
+    runtime" (every vendor form timed, and back to back: CONFIRM_CHAIN); chain=False: the key of one
+    without the back-to-back times, forms=False: of one from before the vendor forms were compared
+    (one unnamed cuBLAS form): older caches, which a live tune measures again and a report from the
+    cache still reads."""
+    tail = (":vendor-forms" if forms else "") + (":chain" if forms and chain else "")
+    return f"{model}|{M}|confirm:{choice['config']}:{choice['tiles']}{tail}|{runtime}"
 
 
 def library_digest() -> str:
@@ -1091,8 +1141,9 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                 entries[ckey] = {"confirm": confirm(model, M, c, iters, seed=M + 1)}
                 files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                 cupy.get_default_memory_pool().free_all_blocks()
-            if ckey not in entries and device is not None:
-                ckey = confirm_key(model, M, c, runtime, forms=False)   # an older cache's: a report only
+            for older in ((True, False), (False, False)):   # an older cache's: a report only
+                if ckey not in entries and device is not None:
+                    ckey = confirm_key(model, M, c, runtime, *older)
             if ckey in entries:
                 c = settle(c, entries[ckey]["confirm"])
             choices.append(c)
