@@ -925,8 +925,9 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
     from L2; the order rotated from round to round; the median over the rounds). The vendor is its
     fastest correct form ("vendor_us", named in "vendor_form"; every form's time in "vendor_forms"). Where the choice is the fastest stream order
     itself, it is timed once and stands for both. The fastest of many noisy candidates is biased
-    low; these times are not: they are the ratios to quote. "floor_us": the point's roofline floor
-    (sm80.floor_us), its ceilings measured after the rounds."""
+    low; these times are not: they are the ratios to quote. Each side is also timed back to back,
+    CONFIRM_CHAIN MLPs in one graph (the "_chain_us" fields: confirm_fields). "floor_us": the point's
+    roofline floor (sm80.floor_us), its ceilings measured after the rounds."""
     from cusyncgen.cuda import baselines, timing
     from cusyncgen.cuda.lazy import cupy
 
