@@ -141,6 +141,7 @@ def confirm_table(cs: list) -> list:
         return []
     rounds = sorted({c["confirm"].get("rounds", "") for c in cs}, key=str)
     floors = any(c["confirm"].get("floor_us") for c in cs)   # the roofline floor, measured in the same run
+    floor_head = (" floor (us) | chosen / floor |", "---|---|") if floors else ("", "")
     sets = sorted({c["confirm"].get("sets", 1) for c in cs})   # input sets replayed in turn
     fresh = ("fresh inputs" if sets == [1] else
              f"{'/'.join(map(str, sets))} sets of fresh inputs replayed in turn (no weight read twice from L2)")
@@ -150,14 +151,18 @@ def confirm_table(cs: list) -> list:
              "form, named" + ("; the floor: max(FLOPs / peak, bytes / bandwidth), both measured in the run" if floors
                               else "") + "):", "",
              "| M | chosen (us) | fastest stream order (us) | cuBLAS + graph (us) | over the stream order "
-             "| over cuBLAS + graph | all correct | cuBLAS form |" + (" floor (us) | chosen / floor |" if floors else ""),
-             "|---|---|---|---|---|---|---|---|" + ("---|---|" if floors else "")]
+             "| over cuBLAS + graph | all correct | cuBLAS form |" + floor_head[0],
+             "|---|---|---|---|---|---|---|---|" + floor_head[1]]
+
+    def floor_cells(f: dict, ours: float) -> str:   # the floor and ours over it, where the run measured one
+        if not floors:
+            return ""
+        return f" {f['floor_us']:.1f} | {ours / f['floor_us']:.3f}x |" if f.get("floor_us") else " - | - |"
+
     for c in cs:
         f = c["confirm"]
         s = f.get("stream_us")
-        ok = f"{'yes' if f.get('correct') else 'NO'} | {form_of(f)} |"
-        if floors:
-            ok += (f" {f['floor_us']:.1f} | {f['ours_us'] / f['floor_us']:.3f}x |" if f.get("floor_us") else " - | - |")
+        ok = f"{'yes' if f.get('correct') else 'NO'} | {form_of(f)} |" + floor_cells(f, f["ours_us"])
         if c.get("fallback"):
             lines.append(f"| {c['M']} | {f['ours_us']:.1f} (the fastest stream order: {c['fallback']} re-measured slower) | "
                          f"{s:.1f} | {f['vendor_us']:.1f} | 1.000x | {f['vendor_us'] / f['ours_us']:.3f}x | {ok}")
@@ -172,17 +177,13 @@ def confirm_table(cs: list) -> list:
         lines += ["", f"The same, back to back: {n} MLPs in one CUDA graph, the sets in turn, its time over {n} (as a "
                   "model's decode graph runs an MLP: a kernel boundary before it, not a graph launch of its own); "
                   "timed in the same rounds:", "",
-                  "| M | chosen (us) | cuBLAS + graph (us) | over cuBLAS + graph | cuBLAS form |"
-                  + (" floor (us) | chosen / floor |" if floors else ""),
-                  "|---|---|---|---|---|" + ("---|---|" if floors else "")]
+                  "| M | chosen (us) | cuBLAS + graph (us) | over cuBLAS + graph | cuBLAS form |" + floor_head[0],
+                  "|---|---|---|---|---|" + floor_head[1]]
         for c in chained:
             f = c["confirm"]
-            row = (f"| {c['M']} | {f['ours_chain_us']:.1f} | {f['vendor_chain_us']:.1f} | "
-                   f"{f['vendor_chain_us'] / f['ours_chain_us']:.3f}x | {f.get('vendor_chain_form', '-')} |")
-            if floors:
-                row += (f" {f['floor_us']:.1f} | {f['ours_chain_us'] / f['floor_us']:.3f}x |" if f.get("floor_us")
-                        else " - | - |")
-            lines.append(row)
+            lines.append(f"| {c['M']} | {f['ours_chain_us']:.1f} | {f['vendor_chain_us']:.1f} | "
+                         f"{f['vendor_chain_us'] / f['ours_chain_us']:.3f}x | {f.get('vendor_chain_form', '-')} |"
+                         + floor_cells(f, f["ours_chain_us"]))
     big = [c["confirm"]["vendor_us"] / c["confirm"]["ours_us"] for c in cs if c["M"] >= 128]
     if big:
         lines += ["", f"Geometric mean over M >= 128 against cuBLAS + graph: {geomean(big):.3f}x; faster at "

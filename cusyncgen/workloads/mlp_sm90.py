@@ -888,11 +888,11 @@ CONFIRM_SETS = 3
 CONFIRM_CHAIN = 10
 
 
-def vendor_graphs(m, sets, refs, chain: int = 0):
+def vendor_graphs(m, sets, refs, chain: int):
     """Every vendor form (sm80.vendor_forms) on each input set, checked against that set's reference
-    and captured in a graph: (baselines.VendorForms of the first set, its errors the worst over the
-    sets and its skipped every set's; {form: [its graph on each set]} of the forms made and captured
-    on every set). chain > 0: also {form: one graph of `chain` calls back to back, the sets in turn}."""
+    and captured in graphs: (baselines.VendorForms of the first set, its errors the worst over the
+    sets and its skipped every set's; {form: [its graph on each set]} and {form: one graph of `chain`
+    calls back to back, the sets in turn}, of the forms made and captured on every set)."""
     from cusyncgen.cuda import baselines
 
     checked = [sm80.check_vendor_forms(m, a, ref) for a, ref in zip(sets, refs)]
@@ -902,10 +902,9 @@ def vendor_graphs(m, sets, refs, chain: int = 0):
         if any(name not in c.fns for c in checked):
             continue
         try:
-            vgraphs[name] = [baselines.graph_of(c.fns[name]) for c in checked]
-            if chain:
-                fns = [c.fns[name] for c in checked]
-                vchains[name] = baselines.graph_of(lambda fns=fns: [fns[i % len(fns)]() for i in range(chain)])
+            fns = [c.fns[name] for c in checked]
+            vgraphs[name] = [baselines.graph_of(fn) for fn in fns]
+            vchains[name] = baselines.graph_of(lambda fns=fns: [fns[i % len(fns)]() for i in range(chain)])
         except Exception as exc:   # a form that cannot be captured is skipped, as in bench
             forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
             vgraphs.pop(name, None)
@@ -913,7 +912,7 @@ def vendor_graphs(m, sets, refs, chain: int = 0):
         forms.skipped.update({k: v for k, v in c.skipped.items() if k not in forms.skipped})
         for name, e in c.errors.items():
             forms.errors[name] = max(forms.errors.get(name, 0.0), e)
-    return (forms, vgraphs, vchains) if chain else (forms, vgraphs)
+    return forms, vgraphs, vchains
 
 
 def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
@@ -963,27 +962,22 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
             chains[k] = timing.capture(back_to_back, stream)
     stream.synchronize()
     forms, vgraphs, vchains = vendor_graphs(mine.model, sets, refs, chain=CONFIRM_CHAIN)
-    timers = {}
-    for k, g in graphs.items():
-        def ours(g=g):
+    def ours(gs, per: int = 1):   # a timer: the median replay of graphs `gs` in turn, over `per` MLPs
+        def timer():
             with stream:
-                return timing.median(timing.time_graphs(g, stream, iters=iters))
-        timers[k] = ours
-    for k, g in chains.items():
-        def ours_chain(g=g):
-            with stream:
-                return timing.median(timing.time_graphs([g], stream, iters=iters)) / CONFIRM_CHAIN
-        timers[("chain", k)] = ours_chain
-    for name, g in vgraphs.items():
-        def vendor(g=g):
+                return timing.median(timing.time_graphs(gs, stream, iters=iters)) / per
+        return timer
+
+    def vendor(g, per: int = 1):
+        def timer():
             stream.synchronize()
-            return baselines.replay_time(g, iters)
-        timers[("vendor", name)] = vendor
-    for name, g in vchains.items():
-        def vendor_chain(g=g):
-            stream.synchronize()
-            return baselines.replay_time(g, iters) / CONFIRM_CHAIN
-        timers[("vendor-chain", name)] = vendor_chain
+            return baselines.replay_time(g, iters) / per
+        return timer
+
+    timers = {k: ours(g) for k, g in graphs.items()}
+    timers.update({("chain", k): ours([g], CONFIRM_CHAIN) for k, g in chains.items()})
+    timers.update({("vendor", name): vendor(g) for name, g in vgraphs.items()})
+    timers.update({("vendor-chain", name): vendor(g, CONFIRM_CHAIN) for name, g in vchains.items()})
     times, rounds = time_in_rounds(timers)
     out = confirm_fields(times, forms, same)
     errs["vendor"] = out.pop("vendor_rel_err")
