@@ -26,7 +26,7 @@ if ok:
     from cusyncgen.workloads.mlp import TOL
 
 MODELS = ("gpt3", "llama-ep")
-CONFIGS = ("16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1", "64x64x64sw1", "64x64x128sw1")
+CONFIGS = ("16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1", "64x64x64sw1", "64x64x128sw1", "64x96x64xa")
 
 
 def _gelu(v):
@@ -77,11 +77,13 @@ def test_swiglu_in_the_epilogue(config, M):
 def test_the_models_gemms_are_correct_at_their_sizes(config):
     """Every weight shape of the decode MLPs and attention blocks (K up to 12288, ragged 2752), fresh
     inputs and a poisoned output at every one of 20 launches, 2 weights in turn."""
-    bt = sm90.swap_tile(config).BT
+    tile = sm90.swap_tile(config)
     stream = cupy.cuda.Stream()
     for N, K in ((4608, 12288), (3072, 8192), (6144, 12288), (12288, 6144), (5504, 8192), (8192, 2752),
                  (12288, 1536), (8192, 1024)):
-        M = max(1, bt - 3)
+        if not tile.fits(N, K):   # the wide form's 96-row groups: not LLaMA-ep's weights
+            continue
+        M = max(1, tile.BT - 3)
         rs = cupy.random.RandomState(N + K)
         x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
         ws = [(rs.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16) for _ in range(2)]
@@ -106,6 +108,8 @@ def test_bad_shapes_are_refused():
         sm90.swap_gemm("16x64x128sw1", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
     with pytest.raises(sm90.Sm90Error, match="no swapped GeMM"):
         sm90.swap_gemm("16x64x64", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 96, 64)
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # 96 rows: not the wide form's 96-row groups
+        sm90.swap_gemm("64x96x64xa", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 64, 64)
     with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # Y's stride under the SwiGLU output's width
         sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, 4, 256, 64, ldy=64)
 
@@ -116,7 +120,7 @@ def test_every_configuration_is_correct(model, M):
     stream = cupy.cuda.Stream()
     x, w1, w2 = S.MLPSwap(model, M).buffers(seed=M)
     ref = S.MLPSwap(model, M).reference(x, w1, w2)
-    for config, config2 in S.tile_pairs(M):   # each GeMM on its own tile (LLaMA-ep's weight packed at the first run)
+    for config, config2 in S.tile_pairs(M, model=model):   # each GeMM on its own tile (LLaMA-ep's weight packed at the first run)
         mlp = S.MLPSwap(model, M, config, config2)
         for cfg in mlp.configs():
             y, z = mlp.outputs()
@@ -127,10 +131,13 @@ def test_every_configuration_is_correct(model, M):
             assert rel_err(z, ref) < TOL, (config, config2, cfg.name)
 
 
-@pytest.mark.parametrize("model,M", [("gpt3", 16), ("llama-ep", 64)])
-@pytest.mark.parametrize("cfg", ["PDL/swap", "RowSync+Chain/swap"])
-def test_pdl_and_the_chain_stay_correct_over_launches_and_replays(model, M, cfg):
-    mlp = S.MLPSwap(model, M)
+@pytest.mark.parametrize("model,M,tiles,cfg", [
+    (model, M, (), cfg) for model, M in (("gpt3", 16), ("llama-ep", 64)) for cfg in ("PDL/swap", "RowSync+Chain/swap")
+] + [("gpt3", 64, tiles, "PDL/swap") for tiles in (("64x96x64xa", "64x96x64xa"), ("64x96x64xa", "64x64x128sw1"))])
+def test_pdl_and_the_chain_stay_correct_over_launches_and_replays(model, M, tiles, cfg):
+    """The wide form (X as the A operand) on both GeMMs and beside a swapped second GeMM, in PDL: it
+    has no one-launch chain."""
+    mlp = S.MLPSwap(model, M, *tiles)
     stream = cupy.cuda.Stream()
     x, w1, w2 = mlp.buffers(seed=11)
     ref = mlp.reference(x, w1, w2)
@@ -168,6 +175,6 @@ def test_a_bench_point_has_the_swapped_rows():
     stream = cupy.cuda.Stream()
     rows = S.measure_point("llama-ep", 16, 3, stream, seed=1)
     assert {(r["config"], r["tiles"]) for r in rows} == {
-        (c, S.tiles_label(*p)) for c in ("StreamSync/swap", "PDL/swap") for p in S.tile_pairs(16)} | {
+        (c, S.tiles_label(*p)) for c in ("StreamSync/swap", "PDL/swap") for p in S.tile_pairs(16, model="llama-ep")} | {
         ("RowSync+Chain/swap", S.tiles_label(c)) for c in S.tile_configs(16)}
     assert all(r["correct"] and r["tile_cfg"]["kernel"] == "swap" for r in rows), rows

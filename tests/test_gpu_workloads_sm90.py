@@ -81,7 +81,7 @@ def test_a_one_size_bench_has_every_row_the_report_reads():
     pair = W.per_gemm_tiles(res["gemm"])   # the GeMMs alone on tiles of their own: that pair measured too
     want = set(W.tile_candidates("llama-ep", 64)) | ({f"{pair[0]}+{pair[1]}"} if pair[0] != pair[1] else set())
     want.add(mlp_decode.TILES)   # the decode kernel runs at M <= 64 too, and the swapped GeMM
-    want |= {mlp_swap.tiles_label(*p) for p in mlp_swap.tile_pairs(64)}
+    want |= {mlp_swap.tiles_label(*p) for p in mlp_swap.tile_pairs(64, model="llama-ep")}
     assert {r["tiles"] for r in res["rows"] if "tiles" in r} == want
     assert {"StreamSync/decode", "TileSync+Chain/decode"} <= configs
     assert all(r["correct"] for r in res["rows"]), [r["config"] for r in res["rows"] if not r["correct"]]

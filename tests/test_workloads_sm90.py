@@ -413,8 +413,16 @@ def test_the_overhead_benchmark_has_an_sm90_family_on_one_producer_wave():
 def test_the_swapped_gemm_points_and_their_names():
     from cusyncgen.workloads import mlp_swap
     assert mlp_swap.tile_configs(1) == ["16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1"]
-    assert mlp_swap.tile_configs(17) == ["32x64x64sw1", "64x64x64sw1", "64x64x128sw1"]
-    assert mlp_swap.tile_configs(64) == ["64x64x64sw1", "64x64x128sw1"]
+    assert mlp_swap.tile_configs(17) == ["32x64x64sw1", "64x64x64sw1", "64x64x128sw1", "64x96x64xa"]
+    assert mlp_swap.tile_configs(64) == ["64x64x64sw1", "64x64x128sw1", "64x96x64xa"]
+    # the wide form's 96-row groups divide GPT-3's weights (6144 and 12288 rows), not LLaMA-ep's (5504, 8192)
+    assert len(mlp_swap.tile_pairs(64)) == 9 and len(mlp_swap.tile_pairs(64, model="gpt3")) == 9
+    assert mlp_swap.tile_pairs(64, model="llama-ep") == [(a, b) for a in mlp_swap.tile_configs(64)[:2]
+                                                         for b in mlp_swap.tile_configs(64)[:2]]
+    wide = mlp_swap.MLPSwap("gpt3", 64, "64x96x64xa", "64x64x128sw1")
+    assert [c.name for c in wide.configs()] == ["StreamSync/swap", "PDL/swap"]   # no one-launch chain
+    assert [c.name for c in mlp_swap.MLPSwap("gpt3", 64, "64x96x64xa").configs()] == ["StreamSync/swap", "PDL/swap"]
+    assert wide.tile_cfg["g1"] == {"BM": 64, "BN": 96}
     assert mlp_swap.fits("llama-ep", 64) and not mlp_swap.fits("llama-ep", 65) and not mlp_swap.fits("llama", 1)
     mlp = mlp_swap.MLPSwap("llama-ep", 20)
     assert (mlp.config, mlp.tiles.label) == ("32x64x64sw1", "swap 32x64x64sw1")

@@ -317,7 +317,8 @@ def engines_for(M: int, N: int, K: int) -> list[str]:
     """The GeMM engines of an M x N x K GeMM: the decode kernel, each 64-row CUTLASS sm90 tile config
     (M <= 64) whose BN divides N and BK K, without and with split-K where auto_splits finds one
     (" splitK<S>@<start>"), and the swapped GeMM's configs for M rows ("swap <config>",
-    sm90.swap_configs_for) where its 64-row weight tiles in pairs divide N."""
+    sm90.swap_configs_for; the wide form's among them at M > 16) whose packed groups of weight rows
+    divide N."""
     from cusyncgen.cuda import sm90
     swap = [SWAP_ENGINE + c for c in sm90.swap_configs_for(M) if sm90.swap_tile(c).fits(N, K)]
     return ([DECODE_ENGINE] + tile_engines(M, N, K, lambda c, bm: bm == 64 and not c.endswith(("tma", "c2")))

@@ -1120,7 +1120,7 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
             # the swapped GeMM (the library's kernels: keyed by its runtime); a report from a cache
             # measured before it has none
             if mlp_swap.fits(model, M):
-                for pair in mlp_swap.tile_pairs(M, swap_configs):
+                for pair in mlp_swap.tile_pairs(M, swap_configs, model):
                     key = f"{model}|{M}|{mlp_swap.tiles_label(*pair)}|{runtime}"
                     if key not in entries and device is None:
                         entries[key] = {"rows": mlp_swap.measure_point(model, M, iters, stream, seed=M, pairs=[pair]),

@@ -3,6 +3,10 @@ cusyncgen.cuda.sm90.swap_gemm): CUTLASS's stock sm90 GeMM with the weight as its
 tile is 64 weight rows x 16-64 tokens (wgmma's N as small as the batch) instead of a 64-row token
 tile mostly empty at decode, TMA pipelines as deep as shared memory holds. It reads the weights
 packed (sm90.swap_pack: each 64-row group's K x 64 block contiguous), a copy made once per weight.
+At 17-64 tokens the wide form is a candidate too (configs "...xa", SwapTile.xa): X as CUTLASS's A
+operand (64 token rows) and the packed weight as B in groups of 96 rows, which fit GPT-3's weights
+into one wave of 64 or 128 tiles (tile_pairs(M, model=...) keeps the configs that divide a GeMM's
+weight).
 
     mlp = MLPSwap("gpt3", M=16)          # the tile: the smallest of configs.def's SWAP lines that holds M
     x, w1, w2 = mlp.buffers(seed=0); y, z = mlp.outputs()
@@ -42,11 +46,18 @@ def tile_configs(M: int, configs=None) -> list[str]:
     return sm90.swap_configs_for(M, configs)
 
 
-def tile_pairs(M: int, configs=None) -> list[tuple[str, str]]:
+def tile_pairs(M: int, configs=None, model: str | None = None) -> list[tuple[str, str]]:
     """(first GeMM's config, second's) for every pair of tile_configs(M): the two GeMMs differ
-    (LLaMA-ep's first streams fastest on 10 stages, two CTAs an SM; its second does not)."""
+    (LLaMA-ep's first streams fastest on 10 stages, two CTAs an SM; its second does not). With
+    `model`, only the configs whose packed groups of rows divide that GeMM's weight (SwapTile.fits:
+    the wide form's 96-row groups do not divide LLaMA-ep's 11008 or 4096 rows)."""
+    from cusyncgen.cuda import sm90
     cs = tile_configs(M, configs)
-    return [(a, b) for a in cs for b in cs]
+    if model is None:
+        return [(a, b) for a in cs for b in cs]
+    m = sm80.MODELS[model]
+    return [(a, b) for a in cs if sm90.swap_tile(a).fits(m.N1, m.K1)
+            for b in cs if sm90.swap_tile(b).fits(m.N2, m.K2)]
 
 
 def fits(model: str, M: int) -> bool:
@@ -117,14 +128,14 @@ class MLPSwap(sm80.MLPOperands):
                 "g1": {"BM": t1.BT, "BN": t1.BW}, "g2": {"BM": t2.BT, "BN": t2.BW}}
 
     def configs(self) -> list[SwapConfig]:
-        """StreamSync and PDL; RowSync+Chain where both GeMMs run on one config (of clusters of one:
-        the chain reads the weights packed by its tile's rows)."""
+        """StreamSync and PDL; RowSync+Chain where both GeMMs run on one swapped config (of clusters
+        of one: the chain reads the weights packed by its tile's rows; not the wide form)."""
         return [SwapConfig(o) for o in ORDERINGS if o != CHAIN or self._chains()]
 
     def _chains(self) -> bool:
         from cusyncgen.cuda import sm90
         t = sm90.swap_tile(self.config)
-        return self.config2 == self.config and t.group == t.BW
+        return self.config2 == self.config and t.group == t.BW and not t.xa
 
     def buffers(self, seed: int | None = None):
         """The sm90 MLP's operands, and the packed copies of its weights the launches read (made now,
@@ -200,10 +211,10 @@ class MLPSwap(sm80.MLPOperands):
 
 def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, configs=None, pairs=None):
     """Every configuration of the swapped-GeMM MLP at (model, M) on each pair of tiles (`pairs`, or
-    tile_pairs(M, configs)): rows as the sm90 MLP's measure_point (checked against the float32
+    tile_pairs(M, configs, model)): rows as the sm90 MLP's measure_point (checked against the float32
     reference on poisoned outputs), tiles as tiles_label names them."""
     rows = []
-    for cfg, cfg2 in pairs or tile_pairs(M, configs):
+    for cfg, cfg2 in pairs or tile_pairs(M, configs, model):
         mlp = MLPSwap(model, M, cfg, cfg2)
         with stream:
             point, mlp, sets, outs, ref = sm80._measure(mlp, iters, stream, seed, None)

@@ -1,6 +1,6 @@
 // The swapped GeMM of token generation, compiled once per CUSYNC_SM90_SWAP line of configs.def: the
 // build passes -DCUSYNC_SM90_SWAP_FN=swap_<NAME> -DCUSYNC_SM90_BT=.. -DCUSYNC_SM90_BW=..
-// -DCUSYNC_SM90_BK=.. -DCUSYNC_SM90_CW=.. -DCUSYNC_SM90_STAGES=..
+// -DCUSYNC_SM90_BK=.. -DCUSYNC_SM90_CW=.. -DCUSYNC_SM90_STAGES=.. -DCUSYNC_SM90_XA=..
 //
 // Y[M, N] = epilogue(X[M, K] W[N, K]^T) at M <= 64 rows, computed as Y^T = W X^T: CUTLASS's stock
 // sm90 GemmUniversal (TMA warp-specialized, one consumer warp group, TMA epilogue) with the weight as
@@ -16,6 +16,13 @@
 // X's (cusync::sm90::SyncCollectiveMma with kWeightA: the stock collective, its load swapped), so
 // HBM streams the weights while the previous grid ends. Not synchronized per tile: the stream
 // orders of the decode MLP (docs/sm90.md, "Token generation").
+//
+// XA (the wide form, CUSYNC_SM90_XA 1): the operands as a user writes them, X as CUTLASS's A operand
+// (BT = 64 token rows, wgmma's M) and the weight as B, N-major in groups of G = BW rows ([N / G, K, G],
+// the same packing), so that a tile is 64 tokens x BW weight rows with BW any multiple of 16: where
+// N / 64 tiles leave the last wave partial on 132 SMs (LLaMA-ep's 11008 rows: 172 tiles), BW = 96 or
+// 128 fits them in one wave (115 or 86 tiles), and X's tile is read once for BW weight rows, not 64.
+// Its load warp issues every stage's weight (B) tiles before griddepcontrol.wait likewise.
 //
 // Epilogues: identity and GeLU-tanh through CUTLASS's TMA epilogue; SwiGLU (CUSYNC_SM90_EPI_SWIGLU_ROWS)
 // through SwigluRows below, for a weight whose gate and up rows interleave by 8 so that each thread's
@@ -38,7 +45,7 @@
 #include "swap_chain.cuh"
 
 #if !defined(CUSYNC_SM90_SWAP_FN) || !defined(CUSYNC_SM90_BT) || !defined(CUSYNC_SM90_BW) || \
-    !defined(CUSYNC_SM90_BK) || !defined(CUSYNC_SM90_CW) || !defined(CUSYNC_SM90_STAGES)
+    !defined(CUSYNC_SM90_BK) || !defined(CUSYNC_SM90_CW) || !defined(CUSYNC_SM90_STAGES) || !defined(CUSYNC_SM90_XA)
 #error "swap.cu is compiled once per CUSYNC_SM90_SWAP line of configs.def, its fields given with -D (see above)"
 #endif
 #if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
@@ -150,6 +157,117 @@ struct SwapGemm {
   }
 };
 
+// The wide form's SwiGLU (XA): the same weight order (gate and up rows interleaved by 8), which in
+// wgmma's 64 x BW accumulator (tokens x weight rows) puts a thread's gate column c (c % 16 < 8) at
+// value i and its up column c + 8 at value i + 4 (values (column pair, row + 8, column block)), so
+// Y[t, 8 (c / 16) + c % 8] = silu(acc[t, c]) * acc[t, c + 8], stored from registers.
+using SwigluColsBase = cutlass::epilogue::collective::DefaultEpilogue<
+    cutlass::half_t, cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>,
+    cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>,
+    cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
+    cutlass::epilogue::NoSmemWarpSpecialized>;
+
+template <int BW>
+struct SwigluCols : SwigluColsBase {
+  using Base = SwigluColsBase;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+
+  CUTLASS_HOST_DEVICE
+  SwigluCols(Params const& params, SharedStorage const& = SharedStorage()) : Base(params), out_(params) {}
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
+                                 int thread_idx, char*) {
+    using namespace cute;
+    static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BW && BW % 16 == 0);
+    static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BW>> && size(TiledMma{}) == 128,
+                  "one warp group's 64 x BW wgmma accumulator");
+    static_assert(decltype(size(acc))::value == BW / 2);
+    // the packed weight's batches: batch l is weight rows [l BW, (l + 1) BW); one tile of BW a batch
+    const int tokens = get<0>(problem_shape_mnkl), row0 = get<0>(blk_coord_mnkl) * 64;
+    const int col0 = get<3>(blk_coord_mnkl) * (BW / 2);
+    Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<_64, Int<BW>>{}));
+    const int64_t ldy = get<0>(out_.dD);
+    cutlass::half_t* y = out_.ptr_D;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); ++i) {
+      if ((i / 4) % 2 == 1) continue;  // an up column: read with its gate column
+      const int t = row0 + get<0>(tCcD(i)), c = get<1>(tCcD(i));
+      if (t < tokens) {
+        const float g = acc(i), u = acc(i + 4);
+        y[t * ldy + col0 + (c / 16) * 8 + c % 8] = cutlass::half_t(g / (1.f + __expf(-g)) * u);
+      }
+    }
+  }
+
+ private:
+  Params out_;
+};
+
+template <int BW, int BK, class Fusion>
+struct TmaEpilogueXA {
+  using Op = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::Shape<cute::_64, cute::Int<BW>, cute::Int<BK>>,
+      cute::Shape<cute::_1, cute::_1, cute::_1>, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      cutlass::half_t, cutlass::layout::RowMajor, 8, cutlass::half_t, cutlass::layout::RowMajor, 8,
+      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+};
+
+// The wide form (XA): Y = epilogue(X W^T) with X as A and the packed weight as an N-major B.
+template <int BW, int BK, int STAGES, class Epi>
+struct WideGemm {
+  using TileShape = cute::Shape<cute::_64, cute::Int<BW>, cute::Int<BK>>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Half = cutlass::half_t;
+  using Stages = cute::conditional_t<
+      STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
+      cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
+  // the stock collective, its load warp issuing every stage's weight (B) tiles before the PDL wait
+  using Main = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::RowMajor, 8, Half,
+      cutlass::layout::RowMajor, 8, float, TileShape, ClusterShape, Stages,
+      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
+                                               cusync::NoSync, void, /*kWeightA=*/false, /*kWeightAhead=*/true>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  // The problem as CUTLASS sees it: (M, G, K, N / G), A = X [M, K] K-major in every batch (batch
+  // stride 0), B = the packed W (G rows N-major a batch), D = Y [M, G] row-major a batch, G columns of
+  // Y apart (SwiGLU: G / 2).
+  static int run(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool swiglu, bool pdl,
+                 cudaStream_t stream) {
+    using namespace cute;
+    constexpr int G = BW;
+    const int L = N / G;
+    auto sA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, make_shape(M, K, 1));
+    cute::get<2>(sA) = 0;
+    auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(G, K, L));
+    auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(M, G, 1));
+    cute::get<0>(sD) = static_cast<int64_t>(ldy);
+    cute::get<2>(sD) = static_cast<int64_t>(swiglu ? G / 2 : G);
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {M, G, K, L},
+        typename Main::Arguments({static_cast<const Half*>(X), sA, static_cast<const Half*>(W), sB},
+                                 cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl}),
+        {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return CUSYNC_SM90_BAD_SHAPE;
+    if (Gemm::get_workspace_size(args) != 0) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (gemm.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return CUSYNC_SM90_BAD_ARGUMENT;
+    if (gemm.run(stream, nullptr, pdl) != cutlass::Status::kSuccess) {
+      const cudaError_t e = cudaGetLastError();
+      return e != cudaSuccess ? static_cast<int>(e) : CUSYNC_SM90_BAD_ARGUMENT;
+    }
+    return static_cast<int>(cudaGetLastError());
+  }
+};
+
 using Identity = cutlass::epilogue::fusion::LinearCombination<cutlass::half_t, float, cutlass::half_t, float>;
 using GeluTanh = cutlass::epilogue::fusion::LinCombEltAct<cutlass::epilogue::thread::GELU_taylor, cutlass::half_t,
                                                           float, cutlass::half_t, float>;
@@ -162,6 +280,22 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
   constexpr int S = CUSYNC_SM90_STAGES;
   const int n_out = epilogue == CUSYNC_SM90_EPI_SWIGLU_ROWS ? N / 2 : N;
   if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < n_out || ldy % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
+#if CUSYNC_SM90_XA
+  static_assert(BT == 64 && CW == 1 && BW % 16 == 0, "the wide form: 64 token rows, BW a multiple of 16");
+  switch (epilogue) {
+    case CUSYNC_SM90_EPI_IDENTITY:
+      return WideGemm<BW, BK, S, typename TmaEpilogueXA<BW, BK, Identity>::Op>::run(W, X, Y, M, N, K, ldy, false,
+                                                                                    pdl != 0, stream);
+    case CUSYNC_SM90_EPI_GELU_TANH:
+      return WideGemm<BW, BK, S, typename TmaEpilogueXA<BW, BK, GeluTanh>::Op>::run(W, X, Y, M, N, K, ldy, false,
+                                                                                    pdl != 0, stream);
+    case CUSYNC_SM90_EPI_SWIGLU_ROWS:
+      return WideGemm<BW, BK, S, cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluCols<BW>>>::run(
+          W, X, Y, M, N, K, ldy, true, pdl != 0, stream);
+    default:
+      return CUSYNC_SM90_BAD_ARGUMENT;
+  }
+#else
   switch (epilogue) {
     case CUSYNC_SM90_EPI_IDENTITY:
       return SwapGemm<BT, BW, BK, CW, S, typename TmaEpilogue<BT, BW, BK, CW, S, Identity>::Op>::run(
@@ -176,6 +310,7 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
     default:
       return CUSYNC_SM90_BAD_ARGUMENT;
   }
+#endif
 }
 
 #define CUSYNC_SM90_CAT_(a, b) a##b
@@ -186,8 +321,12 @@ int CUSYNC_SM90_CAT(CUSYNC_SM90_SWAP_FN, _mlp)(int epilogue1, const void* W1, co
   if (epilogue1 != CUSYNC_SM90_EPI_SWIGLU_ROWS && epilogue1 != CUSYNC_SM90_EPI_GELU_TANH &&
       epilogue1 != CUSYNC_SM90_EPI_IDENTITY)
     return CUSYNC_SM90_BAD_ARGUMENT;
+#if CUSYNC_SM90_XA
+  return CUSYNC_SM90_BAD_CONFIG;  // the one-launch chain runs on the swapped tiles only
+#else
   return SwapChain<CUSYNC_SM90_BT, CUSYNC_SM90_BW, CUSYNC_SM90_BK, CUSYNC_SM90_STAGES>::run(
       epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy, ldz, sync, timeout_ns, stream);
+#endif
 }
 
 }  // namespace cusync_sm90

@@ -27,6 +27,7 @@ from cusyncgen.cuda.sm90.desc import (CHAIN_SEEN, CHAIN_TIMED_OUT, EPI_SWIGLU_PA
                                       SWIGLU_ROWS_BLOCK, Debug, FmhaSync, Gemm, LaunchFlag, policy_desc)
 from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.lib import library
+from cusyncgen.cuda.sm90.tiles import swap_tile
 from cusyncgen.cuda.sm90.tiles import tile_dims
 
 # the policies the library's descriptors evaluate (cusync/desc.h)
@@ -85,7 +86,8 @@ def _swap_library(config: str):
 def swap_gemm(config: str, epilogue: int, W: int, X: int, Y: int, M: int, N: int, K: int, ldy: int = 0,
               pdl: bool = False, stream: int = 0):
     """One launch of the swapped GeMM of token generation (swap.cu): Y[M, N] = epilogue(X[M, K]
-    W[N, K]^T), W given packed (swap_pack(w, the config's SwapTile.group)), epilogue EPI_IDENTITY or
+    W[N, K]^T), W given packed (swap_pack(w, the config's SwapTile.group); a wide-form config, its
+    SwapTile.xa, reads the same packing as CUTLASS's B operand), epilogue EPI_IDENTITY or
     EPI_GELU_TANH; or EPI_SWIGLU_ROWS, W's rows gate and up interleaved by 8 (swiglu_rows, then
     packed) and Y [M, N / 2] = silu(X gate^T) * X up^T. Y's row stride ldy (0:
     its width); pdl: a PDL launch (its weight loads before griddepcontrol.wait, X's after the previous
@@ -106,6 +108,9 @@ def swap_mlp(config: str, epilogue1: int, W1: int, X: int, Y: int, W2: int, Z: i
     uint32 words of device memory, kept for every launch; timeout_ns > 0: a wait gives up after it
     (see chain_timed_out)."""
     lib = _swap_library(config)
+    if swap_tile(config).xa:
+        raise Sm90Error(f"swapped MLP chain {config}: the one-launch chain runs on the swapped tiles, not the wide "
+                        "form (X as the A operand)")
     cols = N1 // 2 if epilogue1 == EPI_SWIGLU_ROWS else N1
     lib.check(lib.dll.cusync_sm90_swap_mlp(config.encode(), epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy or cols,
                                            ldz or N2, sync, timeout_ns, ctypes.c_void_p(stream)),

@@ -78,7 +78,9 @@ class StockTile:
 class SwapTile:
     """One CUSYNC_SM90_SWAP line: the swapped GeMM of token generation (swap.cu), tiles of BT tokens x
     BW weight rows x BK, the weight packed by groups of BW x CW rows (swap_pack), clusters of CW CTAs
-    along a group's rows, `stages` pipeline stages (0: as many as shared memory holds)."""
+    along a group's rows, `stages` pipeline stages (0: as many as shared memory holds). xa: the wide
+    form, X as CUTLASS's A operand (BT = 64 token rows, wgmma's M) and the packed weight as B, so that
+    BW is any multiple of 16 (clusters of one)."""
 
     name: str
     BT: int
@@ -86,15 +88,22 @@ class SwapTile:
     BK: int
     CW: int
     stages: int = 0
+    xa: bool = False
 
     def __post_init__(self):
-        want = f"{self.BT}x{self.BW}x{self.BK}sw{self.CW}" + (f"s{self.stages}" if self.stages else "")
+        form = "xa" if self.xa else f"sw{self.CW}"
+        want = f"{self.BT}x{self.BW}x{self.BK}{form}" + (f"s{self.stages}" if self.stages else "")
         if self.name != want:
             raise Sm90Error(f"swap config {self.name}: its fields name it {want}")
-        if (self.BT % 8 or not 8 <= self.BT <= 256 or self.BW != 64 or self.CW not in (1, 2, 4)
-                or self.stages == 1 or self.stages < 0):
+        if self.stages == 1 or self.stages < 0:
+            raise Sm90Error(f"swap config {self.name}: stages 0 (auto) or at least 2")
+        if self.xa:
+            if self.BT != 64 or self.CW != 1 or self.BW % 16 or not 16 <= self.BW <= 256:
+                raise Sm90Error(f"swap config {self.name}: the wide form (XA 1) has BT 64 (one warp group's token "
+                                "rows), CW 1 and BW a multiple of 16 up to 256")
+        elif self.BT % 8 or not 8 <= self.BT <= 256 or self.BW != 64 or self.CW not in (1, 2, 4):
             raise Sm90Error(f"swap config {self.name}: BT a multiple of 8 up to 256, BW 64 (one consumer warp "
-                            "group), CW 1, 2 or 4, stages 0 (auto) or at least 2")
+                            "group), CW 1, 2 or 4")
 
     def fits(self, N: int, K: int) -> bool:
         """Does an N x K weight run on it (swap.cu's check: its packed groups of rows divide N, K a
@@ -111,7 +120,7 @@ class SwapTile:
         """swap.cu's -D flags for this configuration."""
         return [f"-DCUSYNC_SM90_SWAP_FN=swap_{self.name}", f"-DCUSYNC_SM90_BT={self.BT}",
                 f"-DCUSYNC_SM90_BW={self.BW}", f"-DCUSYNC_SM90_BK={self.BK}", f"-DCUSYNC_SM90_CW={self.CW}",
-                f"-DCUSYNC_SM90_STAGES={self.stages}"]
+                f"-DCUSYNC_SM90_STAGES={self.stages}", f"-DCUSYNC_SM90_XA={int(self.xa)}"]
 
 
 def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...], tuple[StockTile, ...],
@@ -130,8 +139,10 @@ def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...]
                 name, bm, bn, bk = fields
                 stock.append(StockTile(name, int(bm), int(bn), int(bk)))
             else:
-                name, bt, bw, bk, cw, stages = fields
-                swap.append(SwapTile(name, int(bt), int(bw), int(bk), int(cw), int(stages)))
+                name, bt, bw, bk, cw, stages, xa = fields
+                if xa not in ("0", "1"):
+                    raise ValueError(xa)
+                swap.append(SwapTile(name, int(bt), int(bw), int(bk), int(cw), int(stages), xa == "1"))
         except ValueError:
             raise Sm90Error(f"{where}:{line}: not a {m.group(1)} line: {m.group(0).strip()}") from None
         except Sm90Error as e:

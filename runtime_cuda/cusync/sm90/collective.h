@@ -19,7 +19,8 @@ namespace sm90 {
 //            consumer it PDL-launches start as soon as all its blocks are resident;
 //   pdl_wait griddepcontrol.wait before the first load of the dependent operand ("PDL alone": the
 //            whole previous grid), after the independent operand's tiles of the first `ahead` k-tiles
-//            (kWeightA: A is the weight, the stages a pipeline holds; otherwise B, one k-tile).
+//            (kWeightA: A is the weight, otherwise B; kWeightAhead: the stages a pipeline holds,
+//            otherwise one k-tile).
 // load_init(), which every thread runs before the warp roles split, triggers the dependents; the
 // load warp's elected thread takes the epoch at its first load() (one ticket atomic per block: CUTLASS
 // caps the persistent grid at the number of tiles, so every block loads at least one tile; no shared
@@ -34,7 +35,7 @@ struct MainloopSync {
   bool pdl_wait = false;
 };
 
-template <class Base, class Policy = NoSync, class Deps = void, bool kWeightA = false>
+template <class Base, class Policy = NoSync, class Deps = void, bool kWeightA = false, bool kWeightAhead = kWeightA>
 struct SyncCollectiveMma : SyncMainloop<Base> {
   using typename Base::MainloopPipeline;
   using typename Base::PipelineState;
@@ -84,7 +85,7 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
               waited = true;
             }
           },
-          kWeightA ? Base::DispatchPolicy::Stages : 1);
+          kWeightAhead ? Base::DispatchPolicy::Stages : 1);
     } else {
       const Tile c{static_cast<int>(cute::get<1>(blk_coord)), static_cast<int>(cute::get<0>(blk_coord)), 0};
       const auto item = Deps{}.item(c, k0, k_tile_count);

@@ -8,8 +8,9 @@
 // load_synced is CollectiveMma::load() of CUTLASS 4.2 with those two changes; k is the k-tile index
 // in the whole K extent, and the work item loads k-tiles [k_begin, k_begin + k_tile_count) (a
 // split-K item loads its share). kWeightA: the operands swapped (runtime_cuda/sm90/swap.cu: A the
-// weights, B the producer's output), and the weight tiles of the first `ahead` k-blocks issued
-// before the first wait, so a pipeline as deep as shared memory fills before the producer is done.
+// weights, B the producer's output). The weight tiles of the first `ahead` k-blocks are issued
+// before the first wait (swap.cu: as many as the pipeline has stages, so a pipeline as deep as
+// shared memory fills before the producer is done).
 #pragma once
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -69,49 +70,48 @@ struct SyncMainloop : Base {
         }
       }
       using BarrierType = typename MainloopPipeline::ProducerBarrierType;
-      if constexpr (!kWeightA) {
-        CUTLASS_PRAGMA_NO_UNROLL
-        for (int k = k_begin; k < k_begin + k_tile_count; ++k) {
-          pipeline.producer_acquire(smem_pipe_write);
-          BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
-          int write_stage = smem_pipe_write.index();
-          // B (the weights) never waits: issued first, it runs ahead of any wait (optimization R).
-          copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
-          wait(k);
-          copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
-          ++smem_pipe_write;
+      // The weight's TMA of k-block k into a stage, and the dependent operand's (B's and A's, or A's
+      // and B's where kWeightA).
+      auto load_weight = [&](BarrierType* bar, int k, int stage) {
+        if constexpr (kWeightA) {
+          copy(mainloop_params.tma_load_a.with(*bar, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, stage));
+        } else {
+          copy(mainloop_params.tma_load_b.with(*bar, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, stage));
         }
-      } else {
-        // The first `lead` stages: their A (weight) tiles, then after wait(k) their B tiles into the
-        // same stages (each stage's barrier expects both since its acquire); then A, wait, B a k-block.
-        const int lead = ahead < k_tile_count ? ahead : k_tile_count;
-        PipelineState first = smem_pipe_write;
-        CUTLASS_PRAGMA_NO_UNROLL
-        for (int i = 0; i < lead; ++i) {
-          pipeline.producer_acquire(smem_pipe_write);
-          BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
-          copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k_begin + i),
-               tAsA(_, _, _, smem_pipe_write.index()));
-          ++smem_pipe_write;
+      };
+      auto load_dependent = [&](BarrierType* bar, int k, int stage) {
+        if constexpr (kWeightA) {
+          copy(mainloop_params.tma_load_b.with(*bar, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, stage));
+        } else {
+          copy(mainloop_params.tma_load_a.with(*bar, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, stage));
         }
-        CUTLASS_PRAGMA_NO_UNROLL
-        for (int i = 0; i < lead; ++i) {
-          BarrierType* tma_barrier = pipeline.producer_get_barrier(first);
-          wait(k_begin + i);
-          copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k_begin + i),
-               tBsB(_, _, _, first.index()));
-          ++first;
-        }
-        CUTLASS_PRAGMA_NO_UNROLL
-        for (int k = k_begin + lead; k < k_begin + k_tile_count; ++k) {
-          pipeline.producer_acquire(smem_pipe_write);
-          BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
-          int write_stage = smem_pipe_write.index();
-          copy(mainloop_params.tma_load_a.with(*tma_barrier, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, write_stage));
-          wait(k);
-          copy(mainloop_params.tma_load_b.with(*tma_barrier, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, write_stage));
-          ++smem_pipe_write;
-        }
+      };
+      // The weight never waits (optimization R): the first `lead` stages get their weight tiles, then
+      // after wait(k) their dependent tiles into the same stages (each stage's barrier expects both
+      // since its acquire); then weight, wait, dependent a k-block.
+      const int lead = ahead < k_tile_count ? ahead : k_tile_count;
+      PipelineState first = smem_pipe_write;
+      CUTLASS_PRAGMA_NO_UNROLL
+      for (int i = 0; i < lead; ++i) {
+        pipeline.producer_acquire(smem_pipe_write);
+        load_weight(pipeline.producer_get_barrier(smem_pipe_write), k_begin + i, smem_pipe_write.index());
+        ++smem_pipe_write;
+      }
+      CUTLASS_PRAGMA_NO_UNROLL
+      for (int i = 0; i < lead; ++i) {
+        wait(k_begin + i);
+        load_dependent(pipeline.producer_get_barrier(first), k_begin + i, first.index());
+        ++first;
+      }
+      CUTLASS_PRAGMA_NO_UNROLL
+      for (int k = k_begin + lead; k < k_begin + k_tile_count; ++k) {
+        pipeline.producer_acquire(smem_pipe_write);
+        BarrierType* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
+        const int write_stage = smem_pipe_write.index();
+        load_weight(tma_barrier, k, write_stage);
+        wait(k);
+        load_dependent(tma_barrier, k, write_stage);
+        ++smem_pipe_write;
       }
     }
   }
