@@ -423,6 +423,9 @@ def test_the_swapped_gemm_points_and_their_names():
     assert [c.name for c in wide.configs()] == ["StreamSync/swap", "PDL/swap"]   # no one-launch chain
     assert [c.name for c in mlp_swap.MLPSwap("gpt3", 64, "64x96x64xa").configs()] == ["StreamSync/swap", "PDL/swap"]
     assert wide.tile_cfg["g1"] == {"BM": 64, "BN": 96}
+    with pytest.raises(CusyncError, match=r"llama-ep: the first GeMM's weight \(5504 x 8192\) does not split into "
+                                          "64x96x64xa's packed groups of 96 rows"):
+        mlp_swap.MLPSwap("llama-ep", 64, "64x96x64xa", "64x64x64sw1")
     assert mlp_swap.fits("llama-ep", 64) and not mlp_swap.fits("llama-ep", 65) and not mlp_swap.fits("llama", 1)
     mlp = mlp_swap.MLPSwap("llama-ep", 20)
     assert (mlp.config, mlp.tiles.label) == ("32x64x64sw1", "swap 32x64x64sw1")

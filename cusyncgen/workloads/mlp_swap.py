@@ -116,6 +116,13 @@ class MLPSwap(sm80.MLPOperands):
                 raise CusyncError(f"no swapped GeMM tile holds M = {self.M}", None)
             self.config = fit[0]
         self.config2 = self.config2 or self.config
+        from cusyncgen.cuda import sm90
+        m = self.model
+        for which, cfg, N, K in (("first", self.config, m.N1, m.K1), ("second", self.config2, m.N2, m.K2)):
+            t = sm90.swap_tile(cfg)
+            if not t.fits(N, K):
+                raise CusyncError(f"MLP {self.model_name}: the {which} GeMM's weight ({N} x {K}) does not split into "
+                                  f"{cfg}'s packed groups of {t.group} rows", None)
         self.tiles = SimpleNamespace(label=tiles_label(self.config, self.config2))
 
     @property
