@@ -43,10 +43,16 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
     from cusyncgen.cuda import decode
     from cusyncgen.workloads import attention_sm90 as W
 
+    from cusyncgen.workloads import mlp_swap as S
+
     variants = [line for line in out.splitlines() if line.startswith("variant ")]
     attention = [line for line in variants if line.startswith("variant attention ")]
     decoded = [line for line in variants if "weights): " in line]
-    assert len(variants) - len(attention) - len(decoded) == len(sm90_check.sanitizer_variants("gpt3"))
+    swapped = [line for line in variants if "/swap (" in line]
+    assert len(variants) - len(attention) - len(decoded) - len(swapped) == len(sm90_check.sanitizer_variants("gpt3"))
+    assert len(swapped) == sum(len(S.MLPSwap(m, M, c).configs()) for m, M in sm90_check.SWAP_SANITIZER_CASES
+                               for c, c2 in S.tile_pairs(M, model=m) if c == c2)
+    assert any("gpt3 M=64 PDL/swap (64x96x64xa)" in line for line in swapped)   # the wide form
     assert len(decoded) == len(sm90_check.DECODE_SANITIZER_CASES) * len(decode.ORDERINGS)
     gen = sum(len(W.AttentionGen(m, B, p).configs()) for m, B, p in sm90_check.ATTENTION_SANITIZER_CASES)
     assert len(attention) == gen + sum(len(W.AttentionPrompt(*c).configs()) for c in sm90_check.PROMPT_SANITIZER_CASES)
