@@ -50,7 +50,7 @@ def tile_pairs(M: int, configs=None, model: str | None = None) -> list[tuple[str
     """(first GeMM's config, second's) for every pair of tile_configs(M): the two GeMMs differ
     (LLaMA-ep's first streams fastest on 10 stages, two CTAs an SM; its second does not). With
     `model`, only the configs whose packed groups of rows divide that GeMM's weight (SwapTile.fits:
-    the wide form's 96-row groups do not divide LLaMA-ep's 11008 or 4096 rows)."""
+    the wide form's 96-row groups do not divide LLaMA-ep's 5504 or 8192 rows)."""
     from cusyncgen.cuda import sm90
     cs = tile_configs(M, configs)
     if model is None:

@@ -20,9 +20,9 @@
 // XA (the wide form, CUSYNC_SM90_XA 1): the operands as a user writes them, X as CUTLASS's A operand
 // (BT = 64 token rows, wgmma's M) and the weight as B, N-major in groups of G = BW rows ([N / G, K, G],
 // the same packing), so that a tile is 64 tokens x BW weight rows with BW any multiple of 16: where
-// N / 64 tiles leave the last wave partial on 132 SMs (LLaMA-ep's 11008 rows: 172 tiles), BW = 96 or
-// 128 fits them in one wave (115 or 86 tiles), and X's tile is read once for BW weight rows, not 64.
-// Its load warp issues every stage's weight (B) tiles before griddepcontrol.wait likewise.
+// N / 64 tiles leave a wave partial on 132 SMs (GPT-3's 6144 and 12288 rows: 96 and 192 tiles), BW =
+// 96 fits them in 64 and 128, and X's tile is read once for BW weight rows, not 64. Its load warp
+// issues every stage's weight (B) tiles before griddepcontrol.wait likewise.
 //
 // Epilogues: identity and GeLU-tanh through CUTLASS's TMA epilogue; SwiGLU (CUSYNC_SM90_EPI_SWIGLU_ROWS)
 // through SwigluRows below, for a weight whose gate and up rows interleave by 8 so that each thread's
