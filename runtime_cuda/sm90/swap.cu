@@ -25,8 +25,8 @@
 // issues every stage's weight (B) tiles before griddepcontrol.wait likewise.
 //
 // Epilogues: identity and GeLU-tanh through CUTLASS's TMA epilogue; SwiGLU (CUSYNC_SM90_EPI_SWIGLU_ROWS)
-// through SwigluRows below, for a weight whose gate and up rows interleave by 8 so that each thread's
-// accumulator holds both rows of a pair.
+// through RegisterEpilogue below (SwigluRows, SwigluCols), for a weight whose gate and up rows
+// interleave by 8 so that each thread's accumulator holds both rows of a pair.
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
@@ -55,92 +55,126 @@
 namespace cusync_sm90 {
 namespace {
 
-// SwiGLU in the epilogue: the weight's rows interleave gate and up by 8 ([W1 rows 8b..8b+7 | V rows
-// 8b..8b+7] for every b), so accumulator row 16j + i (i < 8) is a gate row and 16j + 8 + i its up row,
-// and Y[:, 8 (r / 16) + r % 8] = silu(acc[r, :]) * acc[r + 8, :] for gate rows r. In wgmma's 64 x N
-// accumulator (cute's CLayout_64xN) a thread's values (2, 2, N / 8) are (column pair, row + 8, column
-// block): values i and i + 2 (i % 4 < 2) are the gate and up rows of one output, in the same thread
-// (store_swapped_tile, swap_chain.cuh). Operator-style (as CUTLASS's DefaultEpilogue, which it extends
-// for its types and arguments; ptr_D is Y and dD its column-major stride, ldy the token stride),
-// stores straight from registers: Y is M x N / 2 halves, a few hundred KB at decode.
-using SwigluBase = cutlass::epilogue::collective::DefaultEpilogue<
-    cutlass::half_t, cutlass::detail::TagToStrideC_t<cutlass::layout::ColumnMajor>,
-    cutlass::detail::TagToStrideC_t<cutlass::layout::ColumnMajor>,
-    cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
-    cutlass::epilogue::NoSmemWarpSpecialized>;
-
-template <int BT>
-struct SwigluRows : SwigluBase {
-  using Base = SwigluBase;
+// SwiGLU in the epilogue, stored from registers (operator-style, as CUTLASS's DefaultEpilogue, which
+// RegisterEpilogue extends for its types and arguments; ptr_D is Y and dD its stride in Layout; Y is
+// M x N / 2 halves, a few hundred KB at decode). Store::apply(problem_shape, blk_coord, acc,
+// tiled_mma, thread_idx, y, ldy) writes one tile.
+template <class Layout, class Store>
+struct RegisterEpilogue
+    : cutlass::epilogue::collective::DefaultEpilogue<
+          cutlass::half_t, cutlass::detail::TagToStrideC_t<Layout>, cutlass::detail::TagToStrideC_t<Layout>,
+          cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
+          cutlass::epilogue::NoSmemWarpSpecialized> {
+  using Base = cutlass::epilogue::collective::DefaultEpilogue<
+      cutlass::half_t, cutlass::detail::TagToStrideC_t<Layout>, cutlass::detail::TagToStrideC_t<Layout>,
+      cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
+      cutlass::epilogue::NoSmemWarpSpecialized>;
   using typename Base::Params;
   using typename Base::SharedStorage;
 
   CUTLASS_HOST_DEVICE
-  SwigluRows(Params const& params, SharedStorage const& = SharedStorage()) : Base(params), out_(params) {}
+  RegisterEpilogue(Params const& params, SharedStorage const& = SharedStorage()) : Base(params), out_(params) {}
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char*) {
-    static_assert(cute::size<0>(BlockShapeMNK{}) == 64 && cute::size<1>(BlockShapeMNK{}) == BT);
-    // the packed weight's batches: tile m of batch l is weight tile l x (group rows / 64) + m
-    const int group = cute::get<0>(problem_shape_mnkl), batches = cute::get<3>(problem_shape_mnkl);
-    store_swapped_tile<BT>(CUSYNC_SM90_EPI_SWIGLU_ROWS, acc, tiled_mma, thread_idx,
-                           cute::get<3>(blk_coord_mnkl) * (group / 64) + cute::get<0>(blk_coord_mnkl),
-                           cute::get<1>(blk_coord_mnkl), group * batches, cute::get<1>(problem_shape_mnkl),
-                           out_.ptr_D, cute::get<1>(out_.dD));
+    // Y's token stride: the column-major Y^T's second mode, the row-major Y's first
+    const int64_t ldy = cute::get<cute::is_same_v<Layout, cutlass::layout::ColumnMajor> ? 1 : 0>(out_.dD);
+    Store::template apply<BlockShapeMNK>(problem_shape_mnkl, blk_coord_mnkl, acc, tiled_mma, thread_idx, out_.ptr_D,
+                                         ldy);
   }
 
  private:
   Params out_;
 };
 
-template <int BT, int BW, int BK, int CW, int STAGES, class Fusion>
-struct TmaEpilogue {
-  using Op = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::Shape<cute::Int<BW>, cute::Int<BT>, cute::Int<BK>>,
-      cute::Shape<cute::Int<CW>, cute::_1, cute::_1>, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      cutlass::half_t, cutlass::layout::ColumnMajor, 8, cutlass::half_t, cutlass::layout::ColumnMajor, 8,
-      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+// The swapped tile (Y^T = W X^T): the weight's rows interleave gate and up by 8 ([W1 rows 8b..8b+7 |
+// V rows 8b..8b+7] for every b), so accumulator row 16j + i (i < 8) is a gate row and 16j + 8 + i its
+// up row, and Y[:, 8 (r / 16) + r % 8] = silu(acc[r, :]) * acc[r + 8, :] for gate rows r. In wgmma's
+// 64 x N accumulator (cute's CLayout_64xN) a thread's values (2, 2, N / 8) are (column pair, row + 8,
+// column block): values i and i + 2 (i % 4 < 2) are the gate and up rows of one output, in the same
+// thread (store_swapped_tile, swap_chain.cuh).
+template <int BT>
+struct SwigluRows {
+  template <class BlockShapeMNK, class ProblemShapeMNKL, class BlockCoordMNKL, class Acc, class TiledMma>
+  CUTLASS_DEVICE static void apply(ProblemShapeMNKL problem_shape_mnkl, BlockCoordMNKL blk_coord_mnkl, Acc const& acc,
+                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy) {
+    static_assert(cute::size<0>(BlockShapeMNK{}) == 64 && cute::size<1>(BlockShapeMNK{}) == BT);
+    // the packed weight's batches: tile m of batch l is weight tile l x (group rows / 64) + m
+    const int group = cute::get<0>(problem_shape_mnkl), batches = cute::get<3>(problem_shape_mnkl);
+    store_swapped_tile<BT>(CUSYNC_SM90_EPI_SWIGLU_ROWS, acc, tiled_mma, thread_idx,
+                           cute::get<3>(blk_coord_mnkl) * (group / 64) + cute::get<0>(blk_coord_mnkl),
+                           cute::get<1>(blk_coord_mnkl), group * batches, cute::get<1>(problem_shape_mnkl), y, ldy);
+  }
 };
 
-// Epi: the collective epilogue (TmaEpilogue<...>::Op, or CUTLASS's adapter of SwigluRows).
-template <int BT, int BW, int BK, int CW, int STAGES, class Epi>
-struct SwapGemm {
-  using TileShape = cute::Shape<cute::Int<BW>, cute::Int<BT>, cute::Int<BK>>;
-  using ClusterShape = cute::Shape<cute::Int<CW>, cute::_1, cute::_1>;
-  using Half = cutlass::half_t;
-  // STAGES 0: as many stages as shared memory holds beside the epilogue's
+// The wide tile (XA: Y = X W^T): the same weight order, which in wgmma's 64 x BW accumulator (tokens
+// x weight rows) puts a thread's gate column c (c % 16 < 8) at value i and its up column c + 8 at
+// value i + 4 (values (column pair, row + 8, column block)), so Y[t, 8 (c / 16) + c % 8] =
+// silu(acc[t, c]) * acc[t, c + 8].
+template <int BW>
+struct SwigluCols {
+  template <class BlockShapeMNK, class ProblemShapeMNKL, class BlockCoordMNKL, class Acc, class TiledMma>
+  CUTLASS_DEVICE static void apply(ProblemShapeMNKL problem_shape_mnkl, BlockCoordMNKL blk_coord_mnkl, Acc const& acc,
+                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy) {
+    using namespace cute;
+    static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BW && BW % 16 == 0);
+    static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BW>> && size(TiledMma{}) == 128,
+                  "one warp group's 64 x BW wgmma accumulator");
+    static_assert(decltype(size(acc))::value == BW / 2);
+    // the packed weight's batches: batch l is weight rows [l BW, (l + 1) BW); one tile of BW a batch
+    const int tokens = get<0>(problem_shape_mnkl), row0 = get<0>(blk_coord_mnkl) * 64;
+    const int col0 = get<3>(blk_coord_mnkl) * (BW / 2);
+    Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<_64, Int<BW>>{}));
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); ++i) {
+      if ((i / 4) % 2 == 1) continue;  // an up column: read with its gate column
+      const int t = row0 + get<0>(tCcD(i)), c = get<1>(tCcD(i));
+      if (t < tokens) {
+        const float g = acc(i), u = acc(i + 4);
+        y[t * ldy + col0 + (c / 16) * 8 + c % 8] = cutlass::half_t(g / (1.f + __expf(-g)) * u);
+      }
+    }
+  }
+};
+
+template <class Store, class Layout>
+using RegisterEpilogueOp =
+    cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<RegisterEpilogue<Layout, Store>>;
+
+// CUTLASS's TMA epilogue of a tile shape, cluster shape and Y's layout (identity, GeLU).
+template <class TileShape, class ClusterShape, class Layout, class Fusion>
+using TmaEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, cutlass::half_t, Layout, 8, cutlass::half_t, Layout,
+    8, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+
+// The GeMM of a mainloop and epilogue: CUTLASS's stock collective of those layouts and tiles, its load
+// warp issuing every stage's weight tiles (A where kWeightA, else B) before the PDL wait. STAGES 0:
+// as many stages as shared memory holds beside the epilogue's.
+template <class LayoutA, class LayoutB, class TileShape, class ClusterShape, int STAGES, bool kWeightA, class Epi>
+struct WeightFirstGemm {
   using Stages = cute::conditional_t<
       STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
       cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
-  // the stock collective, its load warp issuing every stage's weight tiles before the PDL wait
   using Main = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::ColumnMajor, 8, Half,
-      cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape, Stages,
-      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
-                                               cusync::NoSync, void, /*kWeightA=*/true>;
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, LayoutA, 8, cutlass::half_t, LayoutB, 8,
+      float, TileShape, ClusterShape, Stages, cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
+                                               cusync::NoSync, void, kWeightA, /*kWeightAhead=*/true>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-  // The problem as CUTLASS sees it: (G, M, K, N / G), A = the packed W (G rows M-major a batch), B =
-  // X [M, K] K-major in every batch, D = Y^T [G, M] column-major a batch, G columns of Y apart (ldy:
-  // Y's row stride).
-  static int run(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool pdl, cudaStream_t stream) {
-    using namespace cute;
-    constexpr int G = BW * CW;
-    const int L = N / G;
-    auto sA = swap_pack_stride<typename Kernel::StrideA>(G, K, L);
-    auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(M, K, 1));
-    cute::get<2>(sB) = 0;
-    auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(G, M, 1));
-    cute::get<1>(sD) = static_cast<int64_t>(ldy);
-    cute::get<2>(sD) = static_cast<int64_t>(G);
+  // One launch of problem (M, N, K, L) on A, B and D = Y (its strides given), triggering the next
+  // grid at its start and, with pdl, waiting for the previous one after the weight's first loads.
+  template <class StrideA, class StrideB, class StrideD>
+  static int run(cute::Shape<int, int, int, int> problem, const void* A, StrideA sA, const void* B, StrideB sB,
+                 void* Y, StrideD sD, bool pdl, cudaStream_t stream) {
+    using Half = cutlass::half_t;
     typename Gemm::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {G, M, K, L},
-        typename Main::Arguments({static_cast<const Half*>(W), sA, static_cast<const Half*>(X), sB},
+        cutlass::gemm::GemmUniversalMode::kGemm, problem,
+        typename Main::Arguments({static_cast<const Half*>(A), sA, static_cast<const Half*>(B), sB},
                                  cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl}),
         {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};
     args.epilogue.thread.alpha = 1.0f;
@@ -157,116 +191,45 @@ struct SwapGemm {
   }
 };
 
-// The wide form's SwiGLU (XA): the same weight order (gate and up rows interleaved by 8), which in
-// wgmma's 64 x BW accumulator (tokens x weight rows) puts a thread's gate column c (c % 16 < 8) at
-// value i and its up column c + 8 at value i + 4 (values (column pair, row + 8, column block)), so
-// Y[t, 8 (c / 16) + c % 8] = silu(acc[t, c]) * acc[t, c + 8], stored from registers.
-using SwigluColsBase = cutlass::epilogue::collective::DefaultEpilogue<
-    cutlass::half_t, cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>,
-    cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>,
-    cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
-    cutlass::epilogue::NoSmemWarpSpecialized>;
+// The swapped GeMM: (G, M, K, N / G), A = the packed W (G rows M-major a batch), B = X [M, K] K-major
+// in every batch, D = Y^T [G, M] column-major a batch, G columns of Y apart (ldy: Y's row stride).
+template <int BT, int BW, int BK, int CW, int STAGES, class Epi>
+int run_swapped(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool pdl, cudaStream_t stream) {
+  using namespace cute;
+  using G_ = WeightFirstGemm<cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor, Shape<Int<BW>, Int<BT>, Int<BK>>,
+                       Shape<Int<CW>, _1, _1>, STAGES, /*kWeightA=*/true, Epi>;
+  using Kernel = typename G_::Kernel;
+  constexpr int G = BW * CW;
+  const int L = N / G;
+  auto sA = swap_pack_stride<typename Kernel::StrideA>(G, K, L);
+  auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(M, K, 1));
+  get<2>(sB) = 0;
+  auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(G, M, 1));
+  get<1>(sD) = static_cast<int64_t>(ldy);
+  get<2>(sD) = static_cast<int64_t>(G);
+  return G_::run({G, M, K, L}, W, sA, X, sB, Y, sD, pdl, stream);
+}
 
-template <int BW>
-struct SwigluCols : SwigluColsBase {
-  using Base = SwigluColsBase;
-  using typename Base::Params;
-  using typename Base::SharedStorage;
-
-  CUTLASS_HOST_DEVICE
-  SwigluCols(Params const& params, SharedStorage const& = SharedStorage()) : Base(params), out_(params) {}
-
-  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
-            class TiledMma, class ResidueMNK>
-  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
-                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
-                                 int thread_idx, char*) {
-    using namespace cute;
-    static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BW && BW % 16 == 0);
-    static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BW>> && size(TiledMma{}) == 128,
-                  "one warp group's 64 x BW wgmma accumulator");
-    static_assert(decltype(size(acc))::value == BW / 2);
-    // the packed weight's batches: batch l is weight rows [l BW, (l + 1) BW); one tile of BW a batch
-    const int tokens = get<0>(problem_shape_mnkl), row0 = get<0>(blk_coord_mnkl) * 64;
-    const int col0 = get<3>(blk_coord_mnkl) * (BW / 2);
-    Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<_64, Int<BW>>{}));
-    const int64_t ldy = get<0>(out_.dD);
-    cutlass::half_t* y = out_.ptr_D;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); ++i) {
-      if ((i / 4) % 2 == 1) continue;  // an up column: read with its gate column
-      const int t = row0 + get<0>(tCcD(i)), c = get<1>(tCcD(i));
-      if (t < tokens) {
-        const float g = acc(i), u = acc(i + 4);
-        y[t * ldy + col0 + (c / 16) * 8 + c % 8] = cutlass::half_t(g / (1.f + __expf(-g)) * u);
-      }
-    }
-  }
-
- private:
-  Params out_;
-};
-
-template <int BW, int BK, class Fusion>
-struct TmaEpilogueXA {
-  using Op = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::Shape<cute::_64, cute::Int<BW>, cute::Int<BK>>,
-      cute::Shape<cute::_1, cute::_1, cute::_1>, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      cutlass::half_t, cutlass::layout::RowMajor, 8, cutlass::half_t, cutlass::layout::RowMajor, 8,
-      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
-};
-
-// The wide form (XA): Y = epilogue(X W^T) with X as A and the packed weight as an N-major B.
+// The wide form (XA): (M, G, K, N / G), A = X [M, K] K-major in every batch (batch stride 0), B = the
+// packed W (G rows N-major a batch), D = Y [M, G] row-major a batch, G columns of Y apart (SwiGLU:
+// G / 2).
 template <int BW, int BK, int STAGES, class Epi>
-struct WideGemm {
-  using TileShape = cute::Shape<cute::_64, cute::Int<BW>, cute::Int<BK>>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using Half = cutlass::half_t;
-  using Stages = cute::conditional_t<
-      STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
-      cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
-  // the stock collective, its load warp issuing every stage's weight (B) tiles before the PDL wait
-  using Main = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Half, cutlass::layout::RowMajor, 8, Half,
-      cutlass::layout::RowMajor, 8, float, TileShape, ClusterShape, Stages,
-      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
-                                               cusync::NoSync, void, /*kWeightA=*/false, /*kWeightAhead=*/true>;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-
-  // The problem as CUTLASS sees it: (M, G, K, N / G), A = X [M, K] K-major in every batch (batch
-  // stride 0), B = the packed W (G rows N-major a batch), D = Y [M, G] row-major a batch, G columns of
-  // Y apart (SwiGLU: G / 2).
-  static int run(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool swiglu, bool pdl,
-                 cudaStream_t stream) {
-    using namespace cute;
-    constexpr int G = BW;
-    const int L = N / G;
-    auto sA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, make_shape(M, K, 1));
-    cute::get<2>(sA) = 0;
-    auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(G, K, L));
-    auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(M, G, 1));
-    cute::get<0>(sD) = static_cast<int64_t>(ldy);
-    cute::get<2>(sD) = static_cast<int64_t>(swiglu ? G / 2 : G);
-    typename Gemm::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {M, G, K, L},
-        typename Main::Arguments({static_cast<const Half*>(X), sA, static_cast<const Half*>(W), sB},
-                                 cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl}),
-        {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return CUSYNC_SM90_BAD_SHAPE;
-    if (Gemm::get_workspace_size(args) != 0) return CUSYNC_SM90_BAD_ARGUMENT;
-    if (gemm.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return CUSYNC_SM90_BAD_ARGUMENT;
-    if (gemm.run(stream, nullptr, pdl) != cutlass::Status::kSuccess) {
-      const cudaError_t e = cudaGetLastError();
-      return e != cudaSuccess ? static_cast<int>(e) : CUSYNC_SM90_BAD_ARGUMENT;
-    }
-    return static_cast<int>(cudaGetLastError());
-  }
-};
+int run_wide(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool swiglu, bool pdl,
+             cudaStream_t stream) {
+  using namespace cute;
+  using G_ = WeightFirstGemm<cutlass::layout::RowMajor, cutlass::layout::RowMajor, Shape<_64, Int<BW>, Int<BK>>,
+                       Shape<_1, _1, _1>, STAGES, /*kWeightA=*/false, Epi>;
+  using Kernel = typename G_::Kernel;
+  constexpr int G = BW;
+  const int L = N / G;
+  auto sA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, make_shape(M, K, 1));
+  get<2>(sA) = 0;
+  auto sB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, make_shape(G, K, L));
+  auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(M, G, 1));
+  get<0>(sD) = static_cast<int64_t>(ldy);
+  get<2>(sD) = static_cast<int64_t>(swiglu ? G / 2 : G);
+  return G_::run({M, G, K, L}, X, sA, W, sB, Y, sD, pdl, stream);
+}
 
 using Identity = cutlass::epilogue::fusion::LinearCombination<cutlass::half_t, float, cutlass::half_t, float>;
 using GeluTanh = cutlass::epilogue::fusion::LinCombEltAct<cutlass::epilogue::thread::GELU_taylor, cutlass::half_t,
@@ -282,31 +245,34 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
   if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < n_out || ldy % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
 #if CUSYNC_SM90_XA
   static_assert(BT == 64 && CW == 1 && BW % 16 == 0, "the wide form: 64 token rows, BW a multiple of 16");
+  using Tile = cute::Shape<cute::_64, cute::Int<BW>, cute::Int<BK>>;
+  using One = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Yr = cutlass::layout::RowMajor;
   switch (epilogue) {
     case CUSYNC_SM90_EPI_IDENTITY:
-      return WideGemm<BW, BK, S, typename TmaEpilogueXA<BW, BK, Identity>::Op>::run(W, X, Y, M, N, K, ldy, false,
-                                                                                    pdl != 0, stream);
+      return run_wide<BW, BK, S, TmaEpilogue<Tile, One, Yr, Identity>>(W, X, Y, M, N, K, ldy, false, pdl != 0, stream);
     case CUSYNC_SM90_EPI_GELU_TANH:
-      return WideGemm<BW, BK, S, typename TmaEpilogueXA<BW, BK, GeluTanh>::Op>::run(W, X, Y, M, N, K, ldy, false,
-                                                                                    pdl != 0, stream);
+      return run_wide<BW, BK, S, TmaEpilogue<Tile, One, Yr, GeluTanh>>(W, X, Y, M, N, K, ldy, false, pdl != 0, stream);
     case CUSYNC_SM90_EPI_SWIGLU_ROWS:
-      return WideGemm<BW, BK, S, cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluCols<BW>>>::run(
-          W, X, Y, M, N, K, ldy, true, pdl != 0, stream);
+      return run_wide<BW, BK, S, RegisterEpilogueOp<SwigluCols<BW>, Yr>>(W, X, Y, M, N, K, ldy, true, pdl != 0,
+                                                                         stream);
     default:
       return CUSYNC_SM90_BAD_ARGUMENT;
   }
 #else
+  using Tile = cute::Shape<cute::Int<BW>, cute::Int<BT>, cute::Int<BK>>;
+  using Cluster = cute::Shape<cute::Int<CW>, cute::_1, cute::_1>;
+  using YT = cutlass::layout::ColumnMajor;  // Y^T column-major: Y row-major
   switch (epilogue) {
     case CUSYNC_SM90_EPI_IDENTITY:
-      return SwapGemm<BT, BW, BK, CW, S, typename TmaEpilogue<BT, BW, BK, CW, S, Identity>::Op>::run(
-          W, X, Y, M, N, K, ldy, pdl != 0, stream);
+      return run_swapped<BT, BW, BK, CW, S, TmaEpilogue<Tile, Cluster, YT, Identity>>(W, X, Y, M, N, K, ldy,
+                                                                                      pdl != 0, stream);
     case CUSYNC_SM90_EPI_GELU_TANH:
-      return SwapGemm<BT, BW, BK, CW, S, typename TmaEpilogue<BT, BW, BK, CW, S, GeluTanh>::Op>::run(
-          W, X, Y, M, N, K, ldy, pdl != 0, stream);
+      return run_swapped<BT, BW, BK, CW, S, TmaEpilogue<Tile, Cluster, YT, GeluTanh>>(W, X, Y, M, N, K, ldy,
+                                                                                      pdl != 0, stream);
     case CUSYNC_SM90_EPI_SWIGLU_ROWS:
-      return SwapGemm<BT, BW, BK, CW, S,
-                      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluRows<BT>>>::run(
-          W, X, Y, M, N, K, ldy, pdl != 0, stream);
+      return run_swapped<BT, BW, BK, CW, S, RegisterEpilogueOp<SwigluRows<BT>, YT>>(W, X, Y, M, N, K, ldy, pdl != 0,
+                                                                                    stream);
     default:
       return CUSYNC_SM90_BAD_ARGUMENT;
   }
