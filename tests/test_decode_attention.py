@@ -75,7 +75,11 @@ def test_engines_fit_their_gemms():
                         continue
                     cfg = e.split()[0]
                     assert cfg.startswith("64x") and n % 128 == 0
-                assert sum(e.startswith(W.SWAP_ENGINE) for e in es) == len(sm90.swap_configs_for(B))
+                # every swapped config for B rows whose packed groups divide the weight: the wide
+                # form's 96-row groups at B = 64 divide GPT-3's weights and LLaMA's QKV, not its 4096 rows
+                fit = [c for c in sm90.swap_configs_for(B) if sm90.swap_tile(c).fits(n, k)]
+                assert [e.removeprefix(W.SWAP_ENGINE) for e in es if e.startswith(W.SWAP_ENGINE)] == fit
+                assert ("64x96x64xa" in fit) == (B == 64 and n % 96 == 0)
     with pytest.raises(CusyncError, match="does not fit"):
         W.AttentionGen("gpt3", 1, 512, engines=("decode", "128x128x64"))
 
