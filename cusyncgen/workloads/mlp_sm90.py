@@ -1136,9 +1136,9 @@ def tune(models, sweep, iters: int, cache_path, progress: bool = True, device: s
                 entries[ckey] = {"confirm": confirm(model, M, c, iters, seed=M + 1)}
                 files.write_file(cache_path, json.dumps(cache, indent=1) + "\n")
                 cupy.get_default_memory_pool().free_all_blocks()
-            for older in ((True, False), (False, False)):   # an older cache's: a report only
-                if ckey not in entries and device is not None:
-                    ckey = confirm_key(model, M, c, runtime, *older)
+            if ckey not in entries and device is not None:   # an older cache's: a report only
+                older = (confirm_key(model, M, c, runtime, chain=False), confirm_key(model, M, c, runtime, forms=False))
+                ckey = next((k for k in older if k in entries), ckey)
             if ckey in entries:
                 c = settle(c, entries[ckey]["confirm"])
             choices.append(c)

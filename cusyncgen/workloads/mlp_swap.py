@@ -51,13 +51,22 @@ def tile_pairs(M: int, configs=None, model: str | None = None) -> list[tuple[str
     (LLaMA-ep's first streams fastest on 10 stages, two CTAs an SM; its second does not). With
     `model`, only the configs whose packed groups of rows divide that GeMM's weight (SwapTile.fits:
     the wide form's 96-row groups do not divide LLaMA-ep's 5504 or 8192 rows)."""
-    from cusyncgen.cuda import sm90
     cs = tile_configs(M, configs)
     if model is None:
         return [(a, b) for a in cs for b in cs]
+    first, second = weight_shapes(model)
+    return [(a, b) for a in cs if _fits(a, first) for b in cs if _fits(b, second)]
+
+
+def weight_shapes(model: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(N, K) of the first GeMM's weight and of the second's."""
     m = sm80.MODELS[model]
-    return [(a, b) for a in cs if sm90.swap_tile(a).fits(m.N1, m.K1)
-            for b in cs if sm90.swap_tile(b).fits(m.N2, m.K2)]
+    return (m.N1, m.K1), (m.N2, m.K2)
+
+
+def _fits(config: str, shape: tuple[int, int]) -> bool:
+    from cusyncgen.cuda import sm90
+    return sm90.swap_tile(config).fits(*shape)
 
 
 def fits(model: str, M: int) -> bool:
@@ -117,12 +126,10 @@ class MLPSwap(sm80.MLPOperands):
             self.config = fit[0]
         self.config2 = self.config2 or self.config
         from cusyncgen.cuda import sm90
-        m = self.model
-        for which, cfg, N, K in (("first", self.config, m.N1, m.K1), ("second", self.config2, m.N2, m.K2)):
-            t = sm90.swap_tile(cfg)
-            if not t.fits(N, K):
+        for which, cfg, (N, K) in zip(("first", "second"), (self.config, self.config2), weight_shapes(self.model_name)):
+            if not _fits(cfg, (N, K)):
                 raise CusyncError(f"MLP {self.model_name}: the {which} GeMM's weight ({N} x {K}) does not split into "
-                                  f"{cfg}'s packed groups of {t.group} rows", None)
+                                  f"{cfg}'s packed groups of {sm90.swap_tile(cfg).group} rows", None)
         self.tiles = SimpleNamespace(label=tiles_label(self.config, self.config2))
 
     @property

@@ -30,8 +30,7 @@ from cusyncgen.cuda.sm90.orders import band_rows, banded_order, cluster_order, g
 from cusyncgen.cuda.sm90.lib import LIB_NAME, Library, build, library, library_path, source_hash
 from cusyncgen.cuda.sm90.launch import (FMHA_SCHEDULES, POLICIES, RASTERS, Link, Plan, Sm90Chain, debug_message, fmha,
                                         fmha_heads, fmha_schedule, fmha_sync, plan_flags, stock_gemm, swap_gemm,
-                                        chain_timed_out, packed_weight, swap_mlp, swap_pack,
-                                        swiglu_rows)
+                                        chain_timed_out, packed_weight, swap_mlp, swap_pack, swiglu_rows)
 
 __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "EPI_SWIGLU_ROWS", "ITEM_COST_K",
            "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",

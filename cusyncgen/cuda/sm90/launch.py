@@ -27,8 +27,7 @@ from cusyncgen.cuda.sm90.desc import (CHAIN_SEEN, CHAIN_TIMED_OUT, EPI_SWIGLU_PA
                                       SWIGLU_ROWS_BLOCK, Debug, FmhaSync, Gemm, LaunchFlag, policy_desc)
 from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.lib import library
-from cusyncgen.cuda.sm90.tiles import swap_tile
-from cusyncgen.cuda.sm90.tiles import tile_dims
+from cusyncgen.cuda.sm90.tiles import swap_tile, tile_dims
 
 # the policies the library's descriptors evaluate (cusync/desc.h)
 POLICIES = ("TileSync", "RowSync")
