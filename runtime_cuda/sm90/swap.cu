@@ -14,8 +14,9 @@
 // next grid as it starts (a next grid not PDL-launched ignores it), and the load warp issues the
 // weight (A) tiles of as many k-blocks as the pipeline has stages before griddepcontrol.wait, then
 // X's (cusync::sm90::SyncCollectiveMma with kWeightA: the stock collective, its load swapped), so
-// HBM streams the weights while the previous grid ends. Not synchronized per tile: the stream
-// orders of the decode MLP (docs/sm90.md, "Token generation").
+// HBM streams the weights while the previous grid ends. The weight's loads carry the evict-first L2
+// hint (each byte is read once a launch), so that X, Y and the next kernel's operands stay in L2.
+// Not synchronized per tile: the stream orders of the decode MLP (docs/sm90.md, "Token generation").
 //
 // XA (the wide form, CUSYNC_SM90_XA 1): the operands as a user writes them, X as CUTLASS's A operand
 // (BT = 64 token rows, wgmma's M) and the weight as B, N-major in groups of G = BW rows ([N / G, K, G],
@@ -175,7 +176,8 @@ struct WeightFirstGemm {
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm, problem,
         typename Main::Arguments({static_cast<const Half*>(A), sA, static_cast<const Half*>(B), sB},
-                                 cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl}),
+                                 cusync::sm90::MainloopSync{nullptr, nullptr, /*trigger=*/true, /*pdl_wait=*/pdl,
+                                                            /*evict_first=*/true}),
         {{}, static_cast<const Half*>(Y), sD, static_cast<Half*>(Y), sD}};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;

@@ -20,7 +20,8 @@ namespace sm90 {
 //   pdl_wait griddepcontrol.wait before the first load of the dependent operand ("PDL alone": the
 //            whole previous grid), after the independent operand's tiles of the first `ahead` k-tiles
 //            (kWeightA: A is the weight, otherwise B; kWeightAhead: the stages a pipeline holds,
-//            otherwise one k-tile).
+//            otherwise one k-tile);
+//   evict_first  the weight's TMA loads hinted evict-first (a GeMM that reads each weight byte once).
 // load_init(), which every thread runs before the warp roles split, triggers the dependents; the
 // load warp's elected thread takes the epoch at its first load() (one ticket atomic per block: CUTLASS
 // caps the persistent grid at the number of tiles, so every block loads at least one tile; no shared
@@ -33,6 +34,7 @@ struct MainloopSync {
   unsigned long long* ticket = nullptr;
   bool trigger = false;
   bool pdl_wait = false;
+  bool evict_first = false;  // the weight's TMA loads hinted evict-first (read once a launch)
 };
 
 template <class Base, class Policy = NoSync, class Deps = void, bool kWeightA = false, bool kWeightAhead = kWeightA>
@@ -85,7 +87,7 @@ struct SyncCollectiveMma : SyncMainloop<Base> {
               waited = true;
             }
           },
-          kWeightAhead ? Base::DispatchPolicy::Stages : 1);
+          kWeightAhead ? Base::DispatchPolicy::Stages : 1, params.sync.evict_first);
     } else {
       const Tile c{static_cast<int>(cute::get<1>(blk_coord)), static_cast<int>(cute::get<0>(blk_coord)), 0};
       const auto item = Deps{}.item(c, k0, k_tile_count);

@@ -10,7 +10,8 @@
 // split-K item loads its share). kWeightA: the operands swapped (runtime_cuda/sm90/swap.cu: A the
 // weights, B the producer's output). The weight tiles of the first `ahead` k-blocks are issued
 // before the first wait (swap.cu: as many as the pipeline has stages, so a pipeline as deep as
-// shared memory fills before the producer is done).
+// shared memory fills before the producer is done). evict_first: the weight's TMA loads carry
+// the evict-first L2 hint (swap.cu: a token-generation GeMM reads each weight byte once).
 #pragma once
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -36,7 +37,8 @@ struct SyncMainloop : Base {
   CUTLASS_DEVICE void load_synced(Params const& mainloop_params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                                   cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                                   int k_begin, int k_tile_count, uint32_t block_rank_in_cluster,
-                                  TensorStorage& shared_tensors, Wait&& wait, int ahead = 1) {
+                                  TensorStorage& shared_tensors, Wait&& wait, int ahead = 1,
+                                  bool evict_first = false) {
     using namespace cute;
     int lane_predicate = cute::elect_one_sync();
     if (lane_predicate) {
@@ -72,11 +74,13 @@ struct SyncMainloop : Base {
       using BarrierType = typename MainloopPipeline::ProducerBarrierType;
       // The weight's TMA of k-block k into a stage, and the dependent operand's (B's and A's, or A's
       // and B's where kWeightA).
+      // evict_first: the weight is read once a launch, so its lines go first and X, Y stay in L2
+      const auto hint = evict_first ? cute::TMA::CacheHintSm90::EVICT_FIRST : cute::TMA::CacheHintSm90::EVICT_NORMAL;
       auto load_weight = [&](BarrierType* bar, int k, int stage) {
         if constexpr (kWeightA) {
-          copy(mainloop_params.tma_load_a.with(*bar, mcast_mask_a), tAgA(_, _, _, k), tAsA(_, _, _, stage));
+          copy(mainloop_params.tma_load_a.with(*bar, mcast_mask_a, hint), tAgA(_, _, _, k), tAsA(_, _, _, stage));
         } else {
-          copy(mainloop_params.tma_load_b.with(*bar, mcast_mask_b), tBgB(_, _, _, k), tBsB(_, _, _, stage));
+          copy(mainloop_params.tma_load_b.with(*bar, mcast_mask_b, hint), tBgB(_, _, _, k), tBsB(_, _, _, stage));
         }
       };
       auto load_dependent = [&](BarrierType* bar, int k, int stage) {
