@@ -52,6 +52,28 @@ def test_the_split_covers_the_keys_and_fills_the_sms(batch, heads, keys):
     assert s.chunk != A.MIN_CHUNK or ideal <= A.MIN_CHUNK
 
 
+@pytest.mark.parametrize("batch,heads,keys", [(1, 12, 513), (1, 12, 8193), (16, 12, 2049), (64, 12, 8193),
+                                              (1, 8, 513), (64, 8, 513)])
+def test_the_prefetch_is_a_share_of_l2_at_most_the_chunk(batch, heads, keys):
+    l2 = 50 << 20   # an H100's
+    s = A.split_for(batch, heads, keys, 132)
+    items = batch * heads * s.splits
+    k = A.prefetch_keys(items, s.chunk, l2)
+    per_key = 2 * A.HEAD_DIM * 2     # a K and a V row
+    assert 0 <= k <= s.chunk
+    assert items * k * per_key <= l2 * A.PREFETCH_L2_SHARE                    # within the share
+    assert k == s.chunk or items * (k + 1) * per_key > l2 * A.PREFETCH_L2_SHARE   # and all of it
+
+
+def test_the_prefetch_covers_short_caches_whole_and_long_ones_in_part():
+    l2 = 50 << 20
+    short = A.split_for(1, 12, 513, 132)        # GPT-3, S' = 512: 3 MB of cache
+    assert A.prefetch_keys(12 * short.splits, short.chunk, l2) == short.chunk
+    long = A.split_for(64, 12, 8193, 132)       # B = 64, S' = 8192: 3.2 GB
+    assert 0 <= A.prefetch_keys(64 * 12 * long.splits, long.chunk, l2) < long.chunk // 8
+    assert A.prefetch_keys(10 ** 6, 64, l2) == 0
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(CusyncError, match="no model"):
         W.AttentionGen("gpt2", 1, 512)

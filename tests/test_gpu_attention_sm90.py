@@ -50,6 +50,23 @@ def test_every_engine_is_correct_in_the_block(model, B):
         check_block(W.AttentionGen(model, B, 300, engines=(e1, e2)))
 
 
+def test_pdl_prefetches_the_cache_and_stays_correct():
+    """PDL's attention prefetches its splits' cached keys into L2 before its wait: all of a short
+    cache by default; and with a count past every split's keys (the kernel clamps it to the split's
+    cached keys, the ragged last split and the appended key included) the result is the same."""
+    blk = W.AttentionGen("gpt3", 3, 700)
+    att = blk.parts[1]
+    assert att.prefetch_keys == att.split.chunk
+    ins, outs = blk.buffers(seed=11), blk.outputs()
+    ref = blk.reference(*ins)
+    stream = cupy.cuda.Stream()
+    for keys in (att.split.chunk, 4 * att.split.chunk, 0):
+        att.prefetch_keys = keys
+        step(blk, "PDL", ins, outs, stream)
+        err, appended = blk.error(outs, ins, ref)
+        assert err < W.TOL and appended, (keys, err, appended)
+
+
 def check_block(blk):
     B, past = blk.B, blk.past
     ins, outs = blk.buffers(seed=B + past), blk.outputs()

@@ -26,6 +26,11 @@ MIN_CHUNK = 64
 MAX_SPLITS = 512      # splits a head's combine weighs (shared memory)
 UNROLL = 8            # keys a half-warp has in flight
 BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (16 KiB of loads in flight each)
+# The cached K and V bytes a PDL launch prefetches into L2 before its wait, over the L2's size: the
+# QKV GeMM streams its weights past them (evict-first); a third of an H100's L2 was faster than a sixth
+# and than the whole cache, which at long caches evicts itself (docs/design.md, "Attention at token
+# generation").
+PREFETCH_L2_SHARE = 1 / 3
 
 
 class AttentionError(CusyncError):
@@ -40,7 +45,7 @@ class AttnParams(ctypes.Structure):
                 ("o", ctypes.c_void_p), ("ws", ctypes.c_void_p), ("counts", ctypes.c_void_p),
                 ("batch", ctypes.c_int32), ("heads", ctypes.c_int32), ("smax", ctypes.c_int32),
                 ("past", ctypes.c_int32), ("splits", ctypes.c_int32), ("chunk", ctypes.c_int32),
-                ("scale", ctypes.c_float), ("pdl", ctypes.c_int32)]
+                ("scale", ctypes.c_float), ("pdl", ctypes.c_int32), ("prefetch_keys", ctypes.c_int32)]
 
 
 class ChainParams(ctypes.Structure):
@@ -86,6 +91,14 @@ class Split:
     splits: int
 
 
+def prefetch_keys(items: int, chunk: int, l2_bytes: int) -> int:
+    """The cached keys each of `items` blocks (splits of `chunk` keys) prefetches into L2 before its
+    PDL wait: an equal share of PREFETCH_L2_SHARE of the L2 (a key is a K and a V row of HEAD_DIM
+    halves), at most the chunk; 0 where a share holds no key."""
+    per_key = 2 * HEAD_DIM * 2
+    return min(chunk, int(l2_bytes * PREFETCH_L2_SHARE) // (items * per_key))
+
+
 def split_for(batch: int, heads: int, keys: int, sms: int) -> Split:
     """Ranges of keys such that the grid (batch x heads x splits blocks) holds about BLOCKS_PER_SM
     blocks an SM or more: chunk = the keys an SM's blocks would read if every SM read the same,
@@ -112,6 +125,7 @@ class DecodeAttention:
             raise AttentionError(f"the new token goes at position {past} of a cache of {smax} positions")
         self.batch, self.heads, self.smax, self.past = batch, heads, smax, past
         self.split = split_for(batch, heads, past + 1, driver.sm_count())
+        self.prefetch_keys = prefetch_keys(batch * heads * self.split.splits, self.split.chunk, driver.l2_bytes())
         self.kernel = module().kernel(f"cusync_decode_attention_{UNROLL}", THREADS)
         bh = batch * heads
         self.ws = cupy.zeros(bh * self.split.splits * (HEAD_DIM + 2), dtype=cupy.float32)   # O, then (max, sum)
@@ -120,7 +134,7 @@ class DecodeAttention:
     def params(self, qkv: int, kcache: int, vcache: int, o: int, pdl: bool = False) -> AttnParams:
         return AttnParams(qkv, kcache, vcache, o, self.ws.data.ptr, self.counts.data.ptr, self.batch, self.heads,
                           self.smax, self.past, self.split.splits, self.split.chunk,
-                          math.log2(math.e) / math.sqrt(HEAD_DIM), int(pdl))
+                          math.log2(math.e) / math.sqrt(HEAD_DIM), int(pdl), self.prefetch_keys if pdl else 0)
 
     def launch(self, stream, qkv, kcache, vcache, o, pdl: bool = False) -> None:
         """qkv [batch, 3 heads D], caches [batch, heads, smax, D], o [batch, heads D]: fp16 CuPy

@@ -173,6 +173,10 @@ def sm_count() -> int:
     return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
 
 
+def l2_bytes() -> int:
+    return int(cupy.cuda.Device().attributes["L2CacheSize"])
+
+
 def arch() -> str:
     cc = cupy.cuda.Device().compute_capability  # e.g. "90"
     return "sm_90a" if cc == "90" else f"sm_{cc}"

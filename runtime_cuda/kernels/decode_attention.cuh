@@ -16,7 +16,8 @@
 // sum and unnormalized O) goes to a workspace; the block that completes a head's count combines
 // the splits (in parallel over the splits), writes O [B, NH D] (the output GeMM's input) and zeroes
 // the count (so nothing is reset between launches). Launched with `pdl`, the kernel reads the QKV
-// row only after griddepcontrol.wait, and lets the output GeMM launch early.
+// row only after griddepcontrol.wait, and lets the output GeMM launch early; before it waits, it
+// prefetches the first prefetch_keys cached keys of its split into L2 (prefetch_cached).
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -36,6 +37,8 @@ typedef struct {
   int32_t splits, chunk;  // a head's past + 1 keys in splits ranges of chunk keys (the last shorter)
   float scale;          // log2(e) / sqrt(D): scores in base 2
   int32_t pdl;          // 1: PDL-launched: griddepcontrol.wait before reading qkv
+  int32_t prefetch_keys;  // with pdl: the first prefetch_keys cached keys of a block's split (K and V rows)
+                          // prefetched into L2 before the wait (0: none)
 } CusyncDecodeAttnParams;
 }
 
@@ -223,10 +226,31 @@ __device__ __forceinline__ void attention_item(const CusyncDecodeAttnParams& p, 
   done(bh);
 }
 
+// The first prefetch_keys cached K and V rows work item `item` reads (contiguous in each cache),
+// into L2 (one bulk prefetch each): they do not depend on the QKV GeMM, so a PDL-launched block
+// issues them before it waits, while the QKV GeMM streams its weights (evict-first, swap.cu).
+__device__ __forceinline__ void prefetch_cached(const CusyncDecodeAttnParams& p, int item) {
+  if (threadIdx.x != 0) return;
+  constexpr int D = kHeadDim;
+  const int bh = item / p.splits, split = item % p.splits;
+  const int k0 = split * p.chunk;
+  const int cached = min(min(p.chunk, p.past - k0), p.prefetch_keys);
+  if (cached <= 0) return;
+  const size_t off = (static_cast<size_t>(bh) * p.smax + k0) * D * sizeof(__half);
+  const unsigned bytes = static_cast<unsigned>(cached) * D * sizeof(__half);
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p.kcache) + off), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p.vcache) + off), "r"(bytes)
+               : "memory");
+}
+
 template <int U>
 __device__ __forceinline__ void attention(const CusyncDecodeAttnParams& p) {
   pdl_launch_dependents();   // the output GeMM may take the SMs this launch leaves
-  if (p.pdl) pdl_wait_producer_grid();
+  if (p.pdl) {
+    prefetch_cached(p, blockIdx.x);
+    pdl_wait_producer_grid();
+  }
   attention_item<U>(p, blockIdx.x, [](int) {});
 }
 
