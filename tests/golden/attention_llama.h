@@ -121,12 +121,12 @@ CUSYNC_HD constexpr CusyncPolicyDesc depQK_g1_RowSync_desc() { return CusyncPoli
 struct depQK_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // ForAll(Tile(z%(H/(8*Dh))+x*(H/(8*Dh)), y), x, Range(0, 2))
+    // ForAll(Tile(z%(H/(8*Dh))/HeadsPerTile+x*(H/(8*Dh*HeadsPerTile)), y), x, Range(0, 2))
     if (i < 2) {
       const int i0 = i;
       return cusync::Tile{8 * i0 + c.z % 8, c.y, 0};
     }
-    // ForAll(Tile(z%(H/(8*Dh))+y*(H/(8*Dh)), x*TileK/TileM%g1.y), y, Range(0, 2))
+    // ForAll(Tile(z%(H/(8*Dh))/HeadsPerTile+y*(H/(8*Dh*HeadsPerTile)), x*TileK/TileM%g1.y), y, Range(0, 2))
     if (i < 4) {
       const int i0 = (i - 2);
       return cusync::Tile{8 * i0 + c.z % 8, c.x % 4, 0};
@@ -207,7 +207,7 @@ struct depTR1_gR_waits {
 struct depTR1_g1_waits {
   CUSYNC_HD static constexpr int count(cusync::Tile /*c*/) { return 4; }
   CUSYNC_HD static constexpr cusync::Tile tile(cusync::Tile c, int i) {
-    // ForAll(Tile(2*H/(8*Dh)+z%(H/(8*Dh)), y), y, Range(0, 4))
+    // ForAll(Tile(2*H/(8*Dh*HeadsPerTile)+z%(H/(8*Dh))/HeadsPerTile, y), y, Range(0, 4))
     if (i < 4) {
       const int i0 = i;
       return cusync::Tile{c.z % 8 + 16, i0, 0};
