@@ -186,31 +186,38 @@ def test_prompt_tiles_fit_their_gemms_and_bad_prompts_are_refused():
         W.AttentionPrompt("llama", 1, 300)
 
 
-def test_prompt_synchronized_configurations_need_a_head_per_qkv_tile_and_whole_o_tiles():
+def test_prompt_synchronized_configurations_need_whole_heads_per_qkv_tile_and_whole_o_tiles():
     both = W.AttentionPrompt("gpt3", 1, 1024, engines=("128x128x64tma splitK4@264", "128x256x64tma")).configs()
     assert both == list(W.PROMPT_ORDERINGS + W.PROMPT_SYNCED)
+    two = W.AttentionPrompt("llama", 1, 1024, engines=("128x256x64tma", "128x256x64tma")).configs()
+    assert two == list(W.PROMPT_ORDERINGS + W.PROMPT_SYNCED)
     assert W.AttentionPrompt("gpt3", 1, 1024, engines=("128x192x64", "128x256x64")).configs() == ["StreamSync", "PDL"]
+    # heads a QKV tile holds: whole heads of 128-row tiles, dividing the model's heads, no cluster
+    assert [W.syncs_qkv(e, 12) for e in ("128x128x64", "128x128x64pp splitK4@264", "128x256x64tma splitK10@132",
+                                         "128x192x64", "64x128x64", "128x128x64c2")] == [1, 1, 2, 0, 0, 0]
+    assert W.syncs_qkv("128x256x64", 8) == 2 and W.syncs_qkv("128x256x64", 3) == 0
     assert "TileSync+PDL" not in W.AttentionPrompt("llama", 1, 520, engines=("128x128x64", "128x128x64")).configs()
     blk = W.AttentionPrompt("gpt3", 1, 1024, engines=("128x192x64", "128x256x64"))
     with pytest.raises(CusyncError, match="no configuration 'TileSync\\+PDL'"):
         blk.run(None, "TileSync+PDL", *([None] * 7))
 
 
-@pytest.mark.parametrize("model,B,S,causal", [("gpt3", 1, 4096, False), ("llama", 4, 1024, True),
-                                              ("llama", 1, 576, False)])
-def test_prompt_policies_number_the_tiles_the_kernels_post(model, B, S, causal):
+@pytest.mark.parametrize("model,B,S,causal,hpt", [("gpt3", 1, 4096, False, 1), ("llama", 4, 1024, True, 1),
+                                                  ("llama", 1, 576, False, 1), ("gpt3", 1, 1024, True, 2),
+                                                  ("llama", 4, 1024, False, 2)])
+def test_prompt_policies_number_the_tiles_the_kernels_post(model, B, S, causal, hpt):
     """The compiled policies the prompt chain hands the kernels: depQK's over the QKV GeMM's grid
-    of 128-row, one-head tiles (its order over the same grid), depT2's over O's (head, 64-row block)
-    tiles once permuted; every tile's semaphore in range, each group's value its tile count."""
+    of 128-row tiles of hpt heads (its order over the same grid), depT2's over O's (head, 64-row
+    block) tiles once permuted; every tile's semaphore in range, each group's value its tile count."""
     from collections import Counter
 
     from cusyncgen.cuda import sm90
-    pols, order = W.compiled_prompt(model, B, S, causal)
+    pols, order = W.compiled_prompt(model, B, S, causal, hpt)
     NH, M = W.heads(model), B * S
-    X1, Y1 = 3 * NH, -(-M // 128)
+    X1, Y1 = 3 * NH // hpt, -(-M // 128)
     assert tuple(order.extent) == (X1, Y1, 1)
     for name, (qk, t2) in W.decode_attention.CHAIN_POLICIES.items():
-        dq = sm90.policy_desc(pols["depQK"][qk])
+        dq = sm90.policy_desc(W.qkv_policy(pols, qk))
         dt = sm90.permuted_policy(sm90.policy_desc(pols["depT2"][t2]), (2, 1, 0))
         assert tuple(dq.extent) == (X1, Y1, 1) and tuple(dt.extent) == (NH, M // sm90.FMHA_O_ROWS, 1), name
         for d, (X, Y) in ((dq, (X1, Y1)), (dt, (NH, M // sm90.FMHA_O_ROWS))):

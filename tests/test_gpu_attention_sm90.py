@@ -189,6 +189,8 @@ def prompt_errors(blk, outs, refs):
     ("gpt3", 2, 512, True, ("128x128x64tma", "128x256x64tma")),
     ("llama", 1, 576, False, ("128x128x64", "64x128x64")),          # S not a multiple of the 128-token tile
     ("llama", 3, 256, True, ("128x128x64tma splitK10@132", "128x128x64pp")),
+    ("gpt3", 1, 1024, True, ("128x256x64tma splitK10@132", "128x256x64tma")),   # two heads a QKV tile
+    ("llama", 2, 512, False, ("128x256x64", "128x128x64")),
     ("llama", 1, 1024, True, ("128x192x64", "128x128x64"))])        # QKV tiles across heads: PDL only
 def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S, causal, engines):
     """Every configuration of the prompt (PDL, each policy + PDL: the FMHA waiting for the QKV
@@ -199,7 +201,7 @@ def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S,
     refs = blk.reference(*ins)
     stream = cupy.cuda.Stream()
     cfgs = blk.configs()
-    assert ("TileSync+PDL" in cfgs) == (engines[0].split()[0] in W.SYNC_QKV_CONFIGS) and "PDL" in cfgs
+    assert ("TileSync+PDL" in cfgs) == (W.syncs_qkv(engines[0], blk.NH) > 0) and "PDL" in cfgs
     for cfg in cfgs:
         for _ in range(2):
             prompt_step(blk, cfg, ins, outs, stream)

@@ -724,10 +724,10 @@ class AttentionPrompt:
                   stream.ptr)
 
     def configs(self) -> list[str]:
-        """StreamSync, PDL, and the synchronized configurations where the QKV GeMM's tiles are a
-        head's columns (BN = D, BM = 128, no cluster) and O's row tiles fit S."""
+        """StreamSync, PDL, and the synchronized configurations where the QKV GeMM's tiles are whole
+        heads' columns (syncs_qkv: BM = 128, BN a multiple of D, no cluster) and O's row tiles fit S."""
         out = list(PROMPT_ORDERINGS)
-        if self.S % FMHA_O_ROWS == 0 and syncs_qkv(self.engines[0]):
+        if self.S % FMHA_O_ROWS == 0 and syncs_qkv(self.engines[0], self.NH):
             out += PROMPT_SYNCED
         return out
 
@@ -826,33 +826,47 @@ class AttentionPrompt:
         return flops, byts
 
 
-# the QKV GeMM's tile configs of one head's D columns (no cluster): the synchronized prompt's
-SYNC_QKV_CONFIGS = ("128x128x64", "128x128x64pp", "128x128x64tma")
+def syncs_qkv(engine: str, heads: int) -> int:
+    """The heads a tile of the QKV GeMM on this engine ("<tile config>[ split-K]") holds where the
+    synchronized prompt can wait on it -- 128-row tiles of whole heads' columns (BN a multiple of D
+    whose heads divide the model's `heads`), no cluster -- else 0."""
+    config = engine.partition(" ")[0]
+    bm, bn = (int(v) for v in config.split("x")[:2])
+    if bm != 128 or bn % D or heads % (bn // D) or config.endswith("c2"):
+        return 0
+    return bn // D
 
 
-def syncs_qkv(engine: str) -> bool:
-    """Does the QKV GeMM on this engine ("<tile config>[ split-K]") tile one head's columns?"""
-    return engine.partition(" ")[0] in SYNC_QKV_CONFIGS
-
-
-def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int) -> dict:
+def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int, heads_per_tile: int = 1) -> dict:
     """The .dep's Params of a prompt of B sequences of S tokens as the GeMMs see it: B S rows (one
     sequence of B S tokens: the waits are computed by the kernels per sequence, the policies only
-    number the tiles), row tiles of tile_m, g1's tiles D columns (a head's Q, K or V)."""
-    return {"B": 1, "S": B * S, "Sp": 0, "TileM": tile_m, "TileK": tile_m, "TileN": D, "Causal": int(causal)}
+    number the tiles), row tiles of tile_m, g1's tiles heads_per_tile heads' D columns (of Q, K or V)."""
+    return {"B": 1, "S": B * S, "Sp": 0, "TileM": tile_m, "TileK": tile_m, "TileN": D, "Causal": int(causal),
+            "HeadsPerTile": heads_per_tile}
+
+
+def qkv_policy(policies: dict, name: str):
+    """depQK's policy of a chain policy name (decode_attention.CHAIN_POLICIES) among compiled_prompt's:
+    on tiles of several heads the compiler names the per-tile policy Conv2DTileSync (two heads' items
+    read each tile: the consumers' producer tiles overlap), TileSync's place."""
+    got = policies["depQK"].get(name)
+    if got is None and name == "TileSync":
+        got = policies["depQK"].get("Conv2DTileSync")
+    return got
 
 
 @lru_cache(maxsize=None)
-def compiled_prompt(model: str, B: int, S: int, causal: bool) -> tuple:
+def compiled_prompt(model: str, B: int, S: int, causal: bool, heads_per_tile: int = 1) -> tuple:
     """({"depQK": {name: PolicyIR}, "depT2": {...}}, g1's OrderIR) of examples/attention_<model>.dep:
-    depQK's (on the QKV GeMM's 128-row tiles) and its order, depT2's on O's tiles of FMHA_O_ROWS rows."""
+    depQK's (on the QKV GeMM's 128-row tiles of heads_per_tile heads) and its order, depT2's on O's
+    tiles of FMHA_O_ROWS rows."""
     import cusyncgen
     from cusyncgen.workloads.kernels import examples_dir
     path = examples_dir() / f"attention_{model}.dep"
     out: dict = {"depQK": {}, "depT2": {}}
     order = None
     for dep, rows in (("depQK", 128), ("depT2", FMHA_O_ROWS)):
-        prog = cusyncgen.compile(path, params=prompt_dep_params(B, S, causal, rows))
+        prog = cusyncgen.compile(path, params=prompt_dep_params(B, S, causal, rows, heads_per_tile))
         for p in prog.policies:
             if p.dep == dep and (dep != "depQK" or p.consumer == "gP"):
                 out[dep][p.name] = p
@@ -895,8 +909,9 @@ class PromptChain:
         else:
             name = cfg.rpartition("+")[0]
             qk, t2 = decode_attention.CHAIN_POLICIES[name]
-            policies, order = compiled_prompt(blk.model, blk.B, blk.S, blk.causal)
-            pq, pt = policies["depQK"].get(qk), policies["depT2"].get(t2)
+            hpt = syncs_qkv(c1, NH)
+            policies, order = compiled_prompt(blk.model, blk.B, blk.S, blk.causal, hpt)
+            pq, pt = qkv_policy(policies, qk), policies["depT2"].get(t2)
             if pq is None or pt is None:
                 raise CusyncError(f"{cfg}: examples/attention_{blk.model}.dep gives no {qk} on the QKV GeMM's tiles "
                                   f"or {t2} on O's", None)
@@ -911,7 +926,7 @@ class PromptChain:
                          cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
             g1.order = sm90.order_desc(order)
             g1.out_policy, g1.out_sems = dq, self.sems[0].data.ptr
-            sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, D
+            sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, D * hpt
             sync.out_policy, sync.out_sems = dt, self.sems[1].data.ptr
             sync.ticket = self.tickets.data.ptr
             g2.in_policy, g2.in_sems, g2.in_tile_n, g2.in_tile_m = dt, self.sems[1].data.ptr, D, rows
@@ -942,7 +957,7 @@ class PromptChain:
 
 def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream, seed: int, ceil: dict) -> list[dict]:
     """Rows of one prompt: StreamSync and PDL on the fastest tile configs, each synchronized
-    configuration (PROMPT_SYNCED) on the fastest QKV engine of a head's columns (SYNC_QKV_CONFIGS),
+    configuration (PROMPT_SYNCED) on the fastest QKV engine of whole heads' columns (syncs_qkv),
     each checked against float32 on poisoned outputs; the attention stage alone and SDPA alone (its
     fastest correct backend on contiguous q, k, v), the vendor chain (its fastest correct form in a
     CUDA graph) and the floor; ours and the vendor's timed in alternating rounds (the two stages in
@@ -960,8 +975,8 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
             "phase": "prompt",
             "point": f"B={B} S={S}" + (" causal" if causal else ""), "kernel": "sm90"}
     from cusyncgen.cuda.lazy import torch
-    # the synchronized configurations need the QKV GeMM on a head's columns: its fastest such engine
-    sync_qkv = [e for e, t in record["qkv"].items() if not isinstance(t, str) and syncs_qkv(e)]
+    # the synchronized configurations need the QKV GeMM on whole heads' columns: its fastest such engine
+    sync_qkv = [e for e, t in record["qkv"].items() if not isinstance(t, str) and syncs_qkv(e, probe.NH)]
     blk_sync = (AttentionPrompt(model, B, S, causal, (min(sync_qkv, key=record["qkv"].get), engines[1]))
                 if sync_qkv else None)
     runs = {c: blk for c in PROMPT_ORDERINGS}
