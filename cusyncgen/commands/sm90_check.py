@@ -450,9 +450,12 @@ def swap_sanitizer_target(a, log: Log) -> list[str]:
 
 # The attention block's compute-sanitizer cases: generation (model, B, S') in every configuration on
 # the decode engines (StreamSync, PDL, each policy +PDL and +Chain), and prompts (model, B, S,
-# causal) on the CUTLASS GeMMs and the Hopper FMHA (S past a whole tile, causal and not).
+# causal, the QKV and output GeMMs' tile configs) on the CUTLASS GeMMs and the Hopper FMHA (S past a
+# whole tile, causal and not; the QKV GeMM on one-head tiles, and on two-head ones).
 ATTENTION_SANITIZER_CASES = (("gpt3", 3, 100), ("llama", 2, 700))
-PROMPT_SANITIZER_CASES = (("llama", 1, 200, True), ("gpt3", 2, 136, False), ("llama", 2, 256, True))
+ONE_HEAD = ("128x128x64", "128x128x64")
+PROMPT_SANITIZER_CASES = (("llama", 1, 200, True, ONE_HEAD), ("gpt3", 2, 136, False, ONE_HEAD),
+                          ("llama", 2, 256, True, ONE_HEAD), ("gpt3", 1, 256, True, ("128x256x64", "128x128x64")))
 
 
 def attention_sanitizer_target(a, log: Log) -> list[str]:
@@ -493,8 +496,8 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
                 err, appended = blk.error(outs, ins, ref)
                 return err if appended else float("inf")
             variant(f"attention {model} B={B} S'={past} {cfg}", run, check)
-    for model, B, S, causal in PROMPT_SANITIZER_CASES:
-        blk = W.AttentionPrompt(model, B, S, causal, timeout_ns=TIMEOUT_NS)
+    for model, B, S, causal, engines in PROMPT_SANITIZER_CASES:
+        blk = W.AttentionPrompt(model, B, S, causal, engines, timeout_ns=TIMEOUT_NS)
         ins, outs = blk.buffers(seed=7), blk.outputs()
         z_ref, _ = blk.reference(*ins)
         for cfg in blk.configs():
