@@ -418,7 +418,8 @@ SWAP_SANITIZER_CASES = (("gpt3", 5), ("llama-ep", 5), ("llama-ep", 64), ("gpt3",
 
 def swap_sanitizer_target(a, log: Log) -> list[str]:
     """The swapped GeMM (workloads.mlp_swap) in both orderings on every tile config of each case of
-    SWAP_SANITIZER_CASES that runs both of its GeMMs (tile_pairs), each launched once (nothing waits per tile: presatisfied runs the same)."""
+    SWAP_SANITIZER_CASES that runs both of its GeMMs (tile_pairs), each launched once (nothing waits
+    per tile: presatisfied runs the same)."""
     import cupy
 
     from cusyncgen.workloads import mlp_swap

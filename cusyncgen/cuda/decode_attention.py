@@ -27,7 +27,7 @@ MAX_SPLITS = 512      # splits a head's combine weighs (shared memory)
 UNROLL = 8            # keys a half-warp has in flight
 BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (16 KiB of loads in flight each)
 # The cached K and V bytes a PDL launch prefetches into L2 before its wait, over the L2's size: the
-# QKV GeMM streams its weights past them (evict-first); a third of an H100's L2 was faster than a sixth
+# QKV GeMM streams its weights past them (evict-first). On an H100 a third measures faster than a sixth
 # and than the whole cache, which at long caches evicts itself (docs/design.md, "Attention at token
 # generation").
 PREFETCH_L2_SHARE = 1 / 3
@@ -134,7 +134,7 @@ class DecodeAttention:
     def params(self, qkv: int, kcache: int, vcache: int, o: int, pdl: bool = False) -> AttnParams:
         return AttnParams(qkv, kcache, vcache, o, self.ws.data.ptr, self.counts.data.ptr, self.batch, self.heads,
                           self.smax, self.past, self.split.splits, self.split.chunk,
-                          math.log2(math.e) / math.sqrt(HEAD_DIM), int(pdl), self.prefetch_keys if pdl else 0)
+                          math.log2(math.e) / math.sqrt(HEAD_DIM), int(pdl), self.prefetch_keys)
 
     def launch(self, stream, qkv, kcache, vcache, o, pdl: bool = False) -> None:
         """qkv [batch, 3 heads D], caches [batch, heads, smax, D], o [batch, heads D]: fp16 CuPy
