@@ -112,6 +112,11 @@ def test_bad_shapes_are_refused():
         sm90.swap_gemm("64x96x64xa", sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, 4, 64, 64)
     with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # Y's stride under the SwiGLU output's width
         sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, w.data.ptr, x.data.ptr, y.data.ptr, 4, 256, 64, ldy=64)
+    w2 = cupy.zeros((128, 64), dtype=cupy.float16)
+    y2 = cupy.zeros((4, 72), dtype=cupy.float16)
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # Y's rows not 16-byte aligned
+        sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, w2.data.ptr, x.data.ptr, y2.data.ptr + 2, 4, 128, 64,
+                       ldy=72)
 
 
 @pytest.mark.parametrize("model", MODELS)

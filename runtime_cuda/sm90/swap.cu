@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/collective/default_epilogue.hpp"
@@ -59,7 +60,9 @@ namespace {
 // SwiGLU in the epilogue, stored from registers (operator-style, as CUTLASS's DefaultEpilogue, which
 // RegisterEpilogue extends for its types and arguments; ptr_D is Y and dD its stride in Layout; Y is
 // M x N / 2 halves, a few hundred KB at decode). Store::apply(problem_shape, blk_coord, acc,
-// tiled_mma, thread_idx, y, ldy) writes one tile.
+// tiled_mma, thread_idx, y, ldy, smem) writes one tile; smem is the kernel's tensor storage, the
+// mainloop's stages and the epilogue's in one union (the non-persistent kernel), free once every
+// consumer warp's wgmmas are done.
 template <class Layout, class Store>
 struct RegisterEpilogue
     : cutlass::epilogue::collective::DefaultEpilogue<
@@ -80,11 +83,11 @@ struct RegisterEpilogue
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
-                                 int thread_idx, char*) {
+                                 int thread_idx, char* smem) {
     // Y's token stride: the column-major Y^T's second mode, the row-major Y's first
     const int64_t ldy = cute::get<cute::is_same_v<Layout, cutlass::layout::ColumnMajor> ? 1 : 0>(out_.dD);
     Store::template apply<BlockShapeMNK>(problem_shape_mnkl, blk_coord_mnkl, acc, tiled_mma, thread_idx, out_.ptr_D,
-                                         ldy);
+                                         ldy, smem);
   }
 
  private:
@@ -96,18 +99,46 @@ struct RegisterEpilogue
 // up row, and Y[:, 8 (r / 16) + r % 8] = silu(acc[r, :]) * acc[r + 8, :] for gate rows r. In wgmma's
 // 64 x N accumulator (cute's CLayout_64xN) a thread's values (2, 2, N / 8) are (column pair, row + 8,
 // column block): values i and i + 2 (i % 4 < 2) are the gate and up rows of one output, in the same
-// thread (store_swapped_tile, swap_chain.cuh).
+// thread. A thread's outputs are one column of Y at 2 BT / 8 tokens, so they go through shared memory
+// (the tile's 32 columns x BT tokens, 4 KB at BT = 64) and leave as 16-byte stores of whole token
+// rows (64 bytes of Y each): one store per 8 outputs instead of one per output.
 template <int BT>
 struct SwigluRows {
   template <class BlockShapeMNK, class ProblemShapeMNKL, class BlockCoordMNKL, class Acc, class TiledMma>
   CUTLASS_DEVICE static void apply(ProblemShapeMNKL problem_shape_mnkl, BlockCoordMNKL blk_coord_mnkl, Acc const& acc,
-                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy) {
-    static_assert(cute::size<0>(BlockShapeMNK{}) == 64 && cute::size<1>(BlockShapeMNK{}) == BT);
+                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy, char* smem) {
+    using namespace cute;
+    static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BT);
+    static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BT>> && size(TiledMma{}) == 128,
+                  "one warp group's 64 x BT wgmma accumulator");
+    constexpr int kThreads = cutlass::NumThreadsPerWarpGroup, kCols = 32;  // a 64-row tile's outputs
     // the packed weight's batches: tile m of batch l is weight tile l x (group rows / 64) + m
-    const int group = cute::get<0>(problem_shape_mnkl), batches = cute::get<3>(problem_shape_mnkl);
-    store_swapped_tile<BT>(CUSYNC_SM90_EPI_SWIGLU_ROWS, acc, tiled_mma, thread_idx,
-                           cute::get<3>(blk_coord_mnkl) * (group / 64) + cute::get<0>(blk_coord_mnkl),
-                           cute::get<1>(blk_coord_mnkl), group * batches, cute::get<1>(problem_shape_mnkl), y, ldy);
+    const int group = get<0>(problem_shape_mnkl), batches = get<3>(problem_shape_mnkl);
+    const int tokens = get<1>(problem_shape_mnkl);
+    const int tile_m = get<3>(blk_coord_mnkl) * (group / 64) + get<0>(blk_coord_mnkl);
+    const int tile_n = get<1>(blk_coord_mnkl);
+    Tensor cD = local_tile(make_identity_tensor(make_shape(group * batches, tokens)), Shape<_64, Int<BT>>{},
+                           make_coord(tile_m, tile_n));
+    Tensor tCcD = tiled_mma.get_thread_slice(thread_idx).partition_C(cD);
+    cutlass::half_t* tile = reinterpret_cast<cutlass::half_t*>(smem);  // [BT tokens][32 columns]
+    // every consumer warp's wgmmas have read their stages (each waited for its own in mma_tail)
+    cutlass::arch::NamedBarrier::sync(kThreads, cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); ++i) {
+      if (i % 4 >= 2) continue;  // an up row: read with its gate row
+      const int r = get<0>(tCcD(i)) - tile_m * 64, t = get<1>(tCcD(i)) - tile_n * BT;
+      const float g = acc(i), u = acc(i + 2);
+      tile[t * kCols + (r / 16) * 8 + r % 8] = cutlass::half_t(g / (1.f + __expf(-g)) * u);
+    }
+    cutlass::arch::NamedBarrier::sync(kThreads, cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
+    CUTLASS_PRAGMA_UNROLL
+    for (int c = thread_idx; c < BT * kCols / 8; c += kThreads) {
+      const int t = c / (kCols / 8), q = c % (kCols / 8);
+      if (tile_n * BT + t < tokens) {
+        *reinterpret_cast<uint4*>(y + (tile_n * BT + t) * ldy + tile_m * kCols + q * 8) =
+            *reinterpret_cast<const uint4*>(tile + t * kCols + q * 8);
+      }
+    }
   }
 };
 
@@ -119,7 +150,7 @@ template <int BW>
 struct SwigluCols {
   template <class BlockShapeMNK, class ProblemShapeMNKL, class BlockCoordMNKL, class Acc, class TiledMma>
   CUTLASS_DEVICE static void apply(ProblemShapeMNKL problem_shape_mnkl, BlockCoordMNKL blk_coord_mnkl, Acc const& acc,
-                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy) {
+                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy, char*) {
     using namespace cute;
     static_assert(size<0>(BlockShapeMNK{}) == 64 && size<1>(BlockShapeMNK{}) == BW && BW % 16 == 0);
     static_assert(is_same_v<typename TiledMma::CLayout, SM90::GMMA::CLayout_64xN<BW>> && size(TiledMma{}) == 128,
@@ -244,7 +275,8 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
   constexpr int BT = CUSYNC_SM90_BT, BW = CUSYNC_SM90_BW, BK = CUSYNC_SM90_BK, CW = CUSYNC_SM90_CW;
   constexpr int S = CUSYNC_SM90_STAGES;
   const int n_out = epilogue == CUSYNC_SM90_EPI_SWIGLU_ROWS ? N / 2 : N;
-  if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < n_out || ldy % 8 != 0) return CUSYNC_SM90_BAD_SHAPE;
+  if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < n_out || ldy % 8 != 0 || reinterpret_cast<uintptr_t>(Y) % 16)
+    return CUSYNC_SM90_BAD_SHAPE;  // Y's rows 16-byte aligned: TMA's stores and the SwiGLU epilogue's
 #if CUSYNC_SM90_XA
   static_assert(BT == 64 && CW == 1 && BW % 16 == 0, "the wide form: 64 token rows, BW a multiple of 16");
   using Tile = cute::Shape<cute::_64, cute::Int<BW>, cute::Int<BK>>;
