@@ -19,6 +19,8 @@ import argparse
 import statistics
 import sys
 
+from cusyncgen.commands import missing_sm90
+
 POINTS = [(1, 512), (1, 1024), (1, 2048), (1, 4096), (4, 1024)]
 D = 128
 
@@ -31,15 +33,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as exc:
-        print(f"fmha_layout: needs torch ({exc})", file=sys.stderr)
+    if missing_sm90("fmha_layout", "torch.nn.attention"):
         return 1
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        print("fmha_layout: needs an sm_90 GPU", file=sys.stderr)
-        return 1
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from cusyncgen.cuda import driver
     from cusyncgen.cuda.sm90 import fmha, fmha_heads, fmha_schedule

@@ -20,6 +20,8 @@ import argparse
 import math
 import sys
 
+from cusyncgen.commands import missing_sm90
+
 # (name, weight rows N, full K, epilogue, config): the decode MLPs' GeMMs on their tuned M = 64 tiles
 SLOPE = [("llama-ep first, SwiGLU", 5504, 8192, "swiglu", "64x64x128sw1"),
          ("llama-ep first, identity", 5504, 8192, "identity", "64x64x128sw1"),
@@ -43,15 +45,10 @@ def main(argv=None) -> int:
         ap.error("--M: tokens from 1 to 64 (the swapped GeMM's decode sizes)")
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    try:
-        import cupy
-        import torch
-    except ImportError as exc:
-        print(f"swap_slope: needs CuPy and torch ({exc})", file=sys.stderr)
+    if missing_sm90("swap_slope", "cupy"):
         return 1
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        print("swap_slope: needs an sm_90 GPU", file=sys.stderr)
-        return 1
+    import cupy
+    import torch
 
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.workloads.base import rel_err
