@@ -17,7 +17,6 @@ Every graph's output of the first weight set is checked against a float32 produc
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from cusyncgen.commands import missing_sm90
@@ -52,7 +51,8 @@ def main(argv=None) -> int:
 
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.workloads.base import rel_err
-    from cusyncgen.workloads.mlp import TOL
+    from cusyncgen.workloads.mlp import TOL, gelu_tanh
+    from cusyncgen.workloads.mlp_sm90 import rotations
 
     M = args.M
     bw = baselines.ceilings()["bandwidth"]
@@ -65,9 +65,7 @@ def main(argv=None) -> int:
             g, u = (x.astype(cupy.float32) @ a.astype(cupy.float32).T for a in (w[:n], w[n:]))
             return g / (1 + cupy.exp(-g)) * u
         r = x.astype(cupy.float32) @ w.astype(cupy.float32).T
-        if epi == "gelu":
-            return 0.5 * r * (1 + cupy.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r ** 3)))
-        return r
+        return gelu_tanh(r, cupy) if epi == "gelu" else r
 
     def graph(N: int, K: int, epi: str, config: str):
         """A graph of 9 launches over three weight sets, and the relative error of the first set's."""
@@ -90,9 +88,9 @@ def main(argv=None) -> int:
         return timing.capture(run, stream), err, (x, packed, y)
 
     def timed(graphs: dict) -> dict:
-        names, res = list(graphs), {k: [] for k in graphs}
-        for r in range(args.rounds):
-            for k in names[r % len(names):] + names[:r % len(names)]:
+        res = {k: [] for k in graphs}
+        for order in rotations(list(graphs), args.rounds):
+            for k in order:
                 res[k].append(timing.median(timing.time_graphs([graphs[k][0]], stream, iters=20)) / 9)
         return {k: timing.median(v) for k, v in res.items()}
 
