@@ -186,37 +186,48 @@ def test_prompt_tiles_fit_their_gemms_and_bad_prompts_are_refused():
         W.AttentionPrompt("llama", 1, 300)
 
 
-def test_prompt_synchronized_configurations_need_whole_heads_per_qkv_tile_and_whole_o_tiles():
+def test_prompt_synchronized_configurations_need_qkv_tiles_the_dep_describes_and_whole_o_tiles():
     both = W.AttentionPrompt("gpt3", 1, 1024, engines=("128x128x64tma splitK4@264", "128x256x64tma")).configs()
     assert both == list(W.PROMPT_ORDERINGS + W.PROMPT_SYNCED)
     two = W.AttentionPrompt("llama", 1, 1024, engines=("128x256x64tma", "128x256x64tma")).configs()
     assert two == list(W.PROMPT_ORDERINGS + W.PROMPT_SYNCED)
-    assert W.AttentionPrompt("gpt3", 1, 1024, engines=("128x192x64", "128x256x64")).configs() == ["StreamSync", "PDL"]
-    # heads a QKV tile holds: whole heads of 128-row tiles, dividing the model's heads, no cluster
-    assert [W.syncs_qkv(e, 12) for e in ("128x128x64", "128x128x64pp splitK4@264", "128x256x64tma splitK10@132",
-                                         "128x192x64", "64x128x64", "128x128x64c2")] == [1, 1, 2, 0, 0, 0]
-    assert W.syncs_qkv("128x256x64", 8) == 2 and W.syncs_qkv("128x256x64", 3) == 0
+    # tiles across heads: the per-tile policy and RowSync, no StridedSync
+    across = W.AttentionPrompt("gpt3", 1, 512, engines=("128x192x64", "128x192x64")).configs()
+    assert across == ["StreamSync", "PDL", "TileSync+PDL", "RowSync+PDL"]
+    assert W.AttentionPrompt("gpt3", 1, 1024, engines=("64x128x64", "128x256x64")).configs() == ["StreamSync", "PDL"]
+    # a QKV tile's columns: 128-row tiles of whole heads dividing the model's heads, or across heads
+    # (at least D / 2 columns dividing the 3 heads D), no cluster
+    assert [W.qkv_sync_cols(e, 12) for e in ("128x128x64", "128x128x64pp splitK4@264", "128x256x64tma splitK10@132",
+                                             "128x192x64", "128x144x64", "128x96x64", "128x160x64", "64x128x64",
+                                             "128x128x64c2", "128x48x64")] == [128, 128, 256, 192, 144, 96, 0, 0, 0, 0]
+    assert W.qkv_sync_cols("128x256x64", 8) == 256 and W.qkv_sync_cols("128x256x64", 3) == 0
+    assert W.qkv_sync_cols("128x144x64", 8) == 0 and W.qkv_sync_cols("128x96x64", 8) == 96
     assert "TileSync+PDL" not in W.AttentionPrompt("llama", 1, 520, engines=("128x128x64", "128x128x64")).configs()
-    blk = W.AttentionPrompt("gpt3", 1, 1024, engines=("128x192x64", "128x256x64"))
+    blk = W.AttentionPrompt("gpt3", 1, 1024, engines=("64x128x64", "128x256x64"))
     with pytest.raises(CusyncError, match="no configuration 'TileSync\\+PDL'"):
         blk.run(None, "TileSync+PDL", *([None] * 7))
 
 
-@pytest.mark.parametrize("model,B,S,causal,hpt", [("gpt3", 1, 4096, False, 1), ("llama", 4, 1024, True, 1),
-                                                  ("llama", 1, 576, False, 1), ("gpt3", 1, 1024, True, 2),
-                                                  ("llama", 4, 1024, False, 2)])
-def test_prompt_policies_number_the_tiles_the_kernels_post(model, B, S, causal, hpt):
+@pytest.mark.parametrize("model,B,S,causal,cols", [("gpt3", 1, 4096, False, 128), ("llama", 4, 1024, True, 128),
+                                                   ("llama", 1, 576, False, 128), ("gpt3", 1, 1024, True, 256),
+                                                   ("llama", 4, 1024, False, 256), ("gpt3", 1, 512, False, 144),
+                                                   ("gpt3", 1, 1024, True, 192), ("llama", 1, 576, True, 96)])
+def test_prompt_policies_number_the_tiles_the_kernels_post(model, B, S, causal, cols):
     """The compiled policies the prompt chain hands the kernels: depQK's over the QKV GeMM's grid
-    of 128-row tiles of hpt heads (its order over the same grid), depT2's over O's (head, 64-row
-    block) tiles once permuted; every tile's semaphore in range, each group's value its tile count."""
+    of 128-row tiles of `cols` columns (its order over the same grid), depT2's over O's (head,
+    64-row block) tiles once permuted; every tile's semaphore in range, each group's value its tile
+    count. Tiles across heads have no StridedSync."""
     from collections import Counter
 
     from cusyncgen.cuda import sm90
-    pols, order = W.compiled_prompt(model, B, S, causal, hpt)
+    pols, order = W.compiled_prompt(model, B, S, causal, cols)
     NH, M = W.heads(model), B * S
-    X1, Y1 = 3 * NH // hpt, -(-M // 128)
+    X1, Y1 = 3 * NH * W.D // cols, -(-M // 128)
     assert tuple(order.extent) == (X1, Y1, 1)
+    assert ("StridedSync" in pols["depQK"]) == (cols % W.D == 0)
     for name, (qk, t2) in W.decode_attention.CHAIN_POLICIES.items():
+        if cols % W.D and name == "StridedSync":
+            continue
         dq = sm90.policy_desc(W.qkv_policy(pols, qk))
         dt = sm90.permuted_policy(sm90.policy_desc(pols["depT2"][t2]), (2, 1, 0))
         assert tuple(dq.extent) == (X1, Y1, 1) and tuple(dt.extent) == (NH, M // sm90.FMHA_O_ROWS, 1), name

@@ -191,7 +191,11 @@ def prompt_errors(blk, outs, refs):
     ("llama", 3, 256, True, ("128x128x64tma splitK10@132", "128x128x64pp")),
     ("gpt3", 1, 1024, True, ("128x256x64tma splitK10@132", "128x256x64tma")),   # two heads a QKV tile
     ("llama", 2, 512, False, ("128x256x64", "128x128x64")),
-    ("llama", 1, 1024, True, ("128x192x64", "128x128x64"))])        # QKV tiles across heads: PDL only
+    ("llama", 1, 1024, True, ("128x192x64", "128x128x64")),         # QKV tiles across heads (attention_qkv_tiles.dep)
+    ("gpt3", 1, 512, False, ("128x192x64tma", "128x192x64tma")),
+    ("gpt3", 2, 512, True, ("128x192x64 splitK2@132", "128x128x64")),
+    ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x256x64")),
+    ("llama", 1, 1024, False, ("64x128x64", "128x128x64"))])         # 64-row QKV tiles: PDL only
 def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S, causal, engines):
     """Every configuration of the prompt (PDL, each policy + PDL: the FMHA waiting for the QKV
     GeMM's tiles of its head and posting O's, the output GeMM waiting per head), on poisoned
@@ -201,7 +205,7 @@ def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S,
     refs = blk.reference(*ins)
     stream = cupy.cuda.Stream()
     cfgs = blk.configs()
-    assert ("TileSync+PDL" in cfgs) == (W.syncs_qkv(engines[0], blk.NH) > 0) and "PDL" in cfgs
+    assert ("TileSync+PDL" in cfgs) == (W.qkv_sync_cols(engines[0], blk.NH) > 0) and "PDL" in cfgs
     for cfg in cfgs:
         for _ in range(2):
             prompt_step(blk, cfg, ins, outs, stream)
@@ -210,8 +214,9 @@ def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S,
     assert blk.timed_out() is None
 
 
-def test_prompt_configurations_stay_correct_over_launches_and_replays():
-    blk = W.AttentionPrompt("gpt3", 1, 1024, True, ("128x128x64", "128x128x64"))
+@pytest.mark.parametrize("engines", [("128x128x64", "128x128x64"), ("128x192x64 splitK2@132", "128x256x64")])
+def test_prompt_configurations_stay_correct_over_launches_and_replays(engines):
+    blk = W.AttentionPrompt("gpt3", 1, 1024, True, engines)
     ins, outs = blk.buffers(seed=9), blk.outputs()
     refs = blk.reference(*ins)
     stream = cupy.cuda.Stream()

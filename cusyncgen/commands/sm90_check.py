@@ -456,7 +456,10 @@ def swap_sanitizer_target(a, log: Log) -> list[str]:
 ATTENTION_SANITIZER_CASES = (("gpt3", 3, 100), ("llama", 2, 700))
 ONE_HEAD = ("128x128x64", "128x128x64")
 PROMPT_SANITIZER_CASES = (("llama", 1, 200, True, ONE_HEAD), ("gpt3", 2, 136, False, ONE_HEAD),
-                          ("llama", 2, 256, True, ONE_HEAD), ("gpt3", 1, 256, True, ("128x256x64", "128x128x64")))
+                          ("llama", 2, 256, True, ONE_HEAD), ("gpt3", 1, 256, True, ("128x256x64", "128x128x64")),
+                          # QKV tiles across heads (examples/attention_qkv_tiles.dep)
+                          ("gpt3", 1, 512, False, ("128x192x64tma", "128x192x64tma")),
+                          ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x128x64pp")))
 
 
 def attention_sanitizer_target(a, log: Log) -> list[str]:

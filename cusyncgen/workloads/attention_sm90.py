@@ -725,10 +725,12 @@ class AttentionPrompt:
 
     def configs(self) -> list[str]:
         """StreamSync, PDL, and the synchronized configurations where the QKV GeMM's tiles are whole
-        heads' columns (syncs_qkv: BM = 128, BN a multiple of D, no cluster) and O's row tiles fit S."""
+        heads' columns or cut across heads (qkv_sync_cols) and O's row tiles fit S."""
         out = list(PROMPT_ORDERINGS)
-        if self.S % FMHA_O_ROWS == 0 and syncs_qkv(self.engines[0], self.NH):
-            out += PROMPT_SYNCED
+        cols = qkv_sync_cols(self.engines[0], self.NH)
+        if self.S % FMHA_O_ROWS == 0 and cols:
+            # tiles across heads: no StridedSync (examples/attention_qkv_tiles.dep)
+            out += [c for c in PROMPT_SYNCED if cols % D == 0 or not c.startswith("StridedSync")]
         return out
 
     def run(self, stream, cfg: str, x, wqkv, wo, qkv, o, z, lse) -> None:
@@ -826,15 +828,19 @@ class AttentionPrompt:
         return flops, byts
 
 
-def syncs_qkv(engine: str, heads: int) -> int:
-    """The heads a tile of the QKV GeMM on this engine ("<tile config>[ split-K]") holds where the
-    synchronized prompt can wait on it -- 128-row tiles of whole heads' columns (BN a multiple of D
-    whose heads divide the model's `heads`), no cluster -- else 0."""
+def qkv_sync_cols(engine: str, heads: int) -> int:
+    """The columns of a QKV GeMM tile on this engine ("<tile config>[ split-K]") where the
+    synchronized prompt can wait on it, else 0: 128-row tiles, no cluster, BN columns of whole heads
+    whose count divides the model's `heads` (examples/attention_<model>.dep: StridedSync and the
+    head-together order derive), or BN columns across heads, at least D / 2 of them and dividing the
+    3 heads D columns (examples/attention_qkv_tiles.dep: the per-tile policy and RowSync derive)."""
     config = engine.partition(" ")[0]
     bm, bn = (int(v) for v in config.split("x")[:2])
-    if bm != 128 or bn % D or heads % (bn // D) or config.endswith("c2"):
+    if bm != 128 or config.endswith("c2"):
         return 0
-    return bn // D
+    if bn % D == 0:
+        return bn if heads % (bn // D) == 0 else 0
+    return bn if 2 * bn >= D and (3 * heads * D) % bn == 0 else 0
 
 
 def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int, heads_per_tile: int = 1) -> dict:
@@ -856,23 +862,26 @@ def qkv_policy(policies: dict, name: str):
 
 
 @lru_cache(maxsize=None)
-def compiled_prompt(model: str, B: int, S: int, causal: bool, heads_per_tile: int = 1) -> tuple:
-    """({"depQK": {name: PolicyIR}, "depT2": {...}}, g1's OrderIR) of examples/attention_<model>.dep:
-    depQK's (on the QKV GeMM's 128-row tiles of heads_per_tile heads) and its order, depT2's on O's
-    tiles of FMHA_O_ROWS rows."""
+def compiled_prompt(model: str, B: int, S: int, causal: bool, qkv_cols: int = D) -> tuple:
+    """({"depQK": {name: PolicyIR}, "depT2": {...}}, g1's OrderIR): depQK's on the QKV GeMM's
+    128-row tiles of qkv_cols columns (qkv_sync_cols) and g1's order, from
+    examples/attention_<model>.dep where the tiles are whole heads, from
+    examples/attention_qkv_tiles.dep where they cut across heads; depT2's on O's tiles of
+    FMHA_O_ROWS rows from examples/attention_<model>.dep."""
     import cusyncgen
     from cusyncgen.workloads.kernels import examples_dir
     path = examples_dir() / f"attention_{model}.dep"
     out: dict = {"depQK": {}, "depT2": {}}
-    order = None
-    for dep, rows in (("depQK", 128), ("depT2", FMHA_O_ROWS)):
-        prog = cusyncgen.compile(path, params=prompt_dep_params(B, S, causal, rows, heads_per_tile))
-        for p in prog.policies:
-            if p.dep == dep and (dep != "depQK" or p.consumer == "gP"):
-                out[dep][p.name] = p
-        if dep == "depQK":
-            order = prog.program.order("g1")
-    return out, order
+    if qkv_cols % D:
+        qk = cusyncgen.compile(examples_dir() / "attention_qkv_tiles.dep",
+                               params={"H": MODELS[model], "Dh": D, "S": B * S, "TileM": 128, "QkvTileN": qkv_cols,
+                                       "Causal": int(causal)})
+    else:
+        qk = cusyncgen.compile(path, params=prompt_dep_params(B, S, causal, 128, qkv_cols // D))
+    out["depQK"] = {p.name: p for p in qk.policies if p.dep == "depQK" and p.consumer == "gP"}
+    t2 = cusyncgen.compile(path, params=prompt_dep_params(B, S, causal, FMHA_O_ROWS))
+    out["depT2"] = {p.name: p for p in t2.policies if p.dep == "depT2"}
+    return out, qk.program.order("g1")
 
 
 class PromptChain:
@@ -909,11 +918,11 @@ class PromptChain:
         else:
             name = cfg.rpartition("+")[0]
             qk, t2 = decode_attention.CHAIN_POLICIES[name]
-            hpt = syncs_qkv(c1, NH)
-            policies, order = compiled_prompt(blk.model, blk.B, blk.S, blk.causal, hpt)
+            cols = qkv_sync_cols(c1, NH)
+            policies, order = compiled_prompt(blk.model, blk.B, blk.S, blk.causal, cols)
             pq, pt = qkv_policy(policies, qk), policies["depT2"].get(t2)
             if pq is None or pt is None:
-                raise CusyncError(f"{cfg}: examples/attention_{blk.model}.dep gives no {qk} on the QKV GeMM's tiles "
+                raise CusyncError(f"{cfg}: the .dep gives no {qk} on the QKV GeMM's tiles of {cols} columns "
                                   f"or {t2} on O's", None)
             rows = FMHA_O_ROWS
             dq = sm90.policy_desc(pq)
@@ -926,7 +935,7 @@ class PromptChain:
                          cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
             g1.order = sm90.order_desc(order)
             g1.out_policy, g1.out_sems = dq, self.sems[0].data.ptr
-            sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, D * hpt
+            sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, cols
             sync.out_policy, sync.out_sems = dt, self.sems[1].data.ptr
             sync.ticket = self.tickets.data.ptr
             g2.in_policy, g2.in_sems, g2.in_tile_n, g2.in_tile_m = dt, self.sems[1].data.ptr, D, rows
@@ -957,7 +966,7 @@ class PromptChain:
 
 def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream, seed: int, ceil: dict) -> list[dict]:
     """Rows of one prompt: StreamSync and PDL on the fastest tile configs, each synchronized
-    configuration (PROMPT_SYNCED) on the fastest QKV engine of whole heads' columns (syncs_qkv),
+    configuration (PROMPT_SYNCED) on the fastest QKV engine the .dep describes (qkv_sync_cols),
     each checked against float32 on poisoned outputs; the attention stage alone and SDPA alone (its
     fastest correct backend on contiguous q, k, v), the vendor chain (its fastest correct form in a
     CUDA graph) and the floor; ours and the vendor's timed in alternating rounds (the two stages in
@@ -975,8 +984,8 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
             "phase": "prompt",
             "point": f"B={B} S={S}" + (" causal" if causal else ""), "kernel": "sm90"}
     from cusyncgen.cuda.lazy import torch
-    # the synchronized configurations need the QKV GeMM on whole heads' columns: its fastest such engine
-    sync_qkv = [e for e, t in record["qkv"].items() if not isinstance(t, str) and syncs_qkv(e, probe.NH)]
+    # the synchronized configurations need QKV tiles the .dep describes (qkv_sync_cols): the fastest such engine
+    sync_qkv = [e for e, t in record["qkv"].items() if not isinstance(t, str) and qkv_sync_cols(e, probe.NH)]
     blk_sync = (AttentionPrompt(model, B, S, causal, (min(sync_qkv, key=record["qkv"].get), engines[1]))
                 if sync_qkv else None)
     runs = {c: blk for c in PROMPT_ORDERINGS}
