@@ -163,6 +163,27 @@ def test_the_swap_slope_probe_says_what_it_needs():
     assert r.returncode == 1 and r.stderr.startswith("swap_slope: needs ") and "Traceback" not in r.stderr
 
 
+def test_the_prompt_gemms_probe_says_what_it_needs():
+    """python -m cusyncgen.commands.prompt_gemms: bad arguments are usage errors; without CuPy, torch
+    or an sm_90 GPU a one-line reason, never a traceback."""
+    import sys
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "cusyncgen.commands.prompt_gemms", *a], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+
+    for args, msg in ((("--rounds", "0"), "--rounds must be at least 1"), (("--M", "64"), "at least 128 tokens"),
+                      (("--M", "5x"), "comma-separated integers"), (("--models", "gpt4"), "unknown gpt4")):
+        r = run(*args)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("cupy") is not None:
+        import torch
+        if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
+            pytest.skip("an sm_90 GPU is here: the probe would run")
+    r = run()
+    assert r.returncode == 1 and r.stderr.startswith("prompt_gemms: needs ") and "Traceback" not in r.stderr
+
+
 def test_the_decode_trace_probe_says_what_it_needs():
     """python -m cusyncgen.commands.decode_trace: bad arguments are usage errors; without CuPy or a
     GPU a one-line reason, never a traceback."""

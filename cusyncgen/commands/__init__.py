@@ -2,7 +2,8 @@
 ``python -m cusyncgen.commands.prebuild`` (every module compiled ahead of time), ``.timeline``
 (per-block timelines), ``.selfcheck`` (one MLP checked once per configuration), ``.conv_costs``
 (what synchronization costs a Conv2D), ``.sm90`` (the Hopper library built, its path printed), and
-the probes (``.decode_trace``, ``.fmha_layout``, ``.swap_slope``: where a kernel's time goes).
+the probes (``.decode_trace``, ``.fmha_layout``, ``.swap_slope``, ``.prompt_gemms``: where a kernel's time
+goes).
 
 Layers, top to bottom: commands -> cusyncgen.workloads (one protocol, one registry) -> the
 mechanism (cusyncgen.cuda: build, driver, abi, chain, the sm90 library) -> runtime_cuda. A command
