@@ -10,6 +10,10 @@ LLaMA at 8-way model parallelism) at M tokens, alone, three ways in the same rou
 - the stock CUTLASS 4.2 kernel of the library (cooperative, persistent, TMA epilogue) on clusters
   of 1 and of 2 CTAs along M (B multicast to both): what the cluster buys at these shapes.
 
+Then, at M up to 1024 tokens, the block's edges: each of its three kernels alone, and the block,
+ours (the fastest engines above, the FMHA, stream order) and the vendor's (cuBLAS, SDPA on cuDNN,
+cuBLAS): what the block costs beyond its kernels.
+
 Each form is a CUDA graph of 5 launches over five input sets (weights too: none read from L2 twice),
 timed in rounds that rotate over the forms; the median per form. Every form's output is checked
 against a float32 product on a poisoned output. The floor beside each is the GeMM's FLOPs over the
@@ -26,6 +30,7 @@ import sys
 from cusyncgen.commands import missing_sm90
 
 SETS = 5
+EDGES_MAX_M = 1024   # the edges table's sizes: the --M up to this many tokens
 STOCK = (("128x128x64", 1), ("128x128x64", 2), ("128x256x64", 1), ("128x256x64", 2))
 
 
@@ -99,6 +104,7 @@ def main(argv=None) -> int:
           f"on {torch.cuda.get_device_name()}, library of source hash {sm90.source_hash()[:12]}; cuBLAS at 8192^3 "
           f"{ceil['peak_flops'] / 1e12:.0f} TFLOP/s")
     wrong = 0
+    chosen: dict = {}   # (model, "QKV" | "out", M): our fastest engine
     for model in models:
         for (name, (N, K)) in zip(("QKV", "out"), A.gemm_shapes(model)):
             print(f"\n## {model} {name} GeMM: N = {N}, K = {K}\n")
@@ -152,6 +158,7 @@ def main(argv=None) -> int:
                         t[k] = math.inf
                 ours = {k: v for k, v in t.items() if k != "cublas" and not k.startswith("stock")}
                 best = min(ours, key=ours.get)
+                chosen[(model, name, M)] = best
                 st = [t[f"stock {c} c{cm}"] for c, cm in STOCK]
                 c1, c2 = min(st[0], st[2]), min(st[1], st[3])
                 floor = 2 * M * N * K / ceil["peak_flops"] * 1e6
@@ -161,10 +168,82 @@ def main(argv=None) -> int:
                       f"{', '.join(f'{k} {v:.1f}' for k, v in sorted(ours.items(), key=lambda kv: kv[1]))} | "
                       f"`{kern}` |")
                 del graphs, forms
+    edges_M = [m for m in Ms if m <= EDGES_MAX_M]
+    if edges_M:
+        print("\n## The block's edges: each kernel alone, the block, and the block less the kernels alone\n")
+        print("Ours: the QKV GeMM and the output GeMM on their fastest engines above, CUTLASS's FMHA, in stream "
+              "order; the vendor's: cuBLAS, SDPA (cuDNN backend) on the QKV GeMM's strided views, cuBLAS. Each "
+              "a CUDA graph of one block (or one kernel), replayed back to back, rotating rounds.\n")
+        print("| model | M | ours: QKV, attention, out alone (us) | ours: block (us) | block - alone | "
+              "vendor: QKV, SDPA, out alone (us) | vendor: block (us) | block - alone | rel err (ours, vendor) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for model in models:
+            for M in edges_M:
+                wrong += _edges(model, M, (chosen[(model, "QKV", M)], chosen[(model, "out", M)]), stream, tstream,
+                                args.rounds)
     if wrong:
         print(f"prompt_gemms: {wrong} form(s) off the float32 reference", file=sys.stderr)
         return 1
     return 0
+
+
+def _edges(model: str, M: int, engines: tuple, stream, tstream, rounds: int) -> int:
+    """One row of the edges table (a prompt of M tokens, one sequence); returns the number of wrong
+    blocks (0 or more)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from cusyncgen.cuda import baselines, driver, sm90, timing
+    from cusyncgen.workloads import attention_sm90 as A
+    from cusyncgen.workloads.mlp_sm90 import rotations
+
+    blk = A.AttentionPrompt(model, 1, M, False, engines)
+    ins, outs = blk.buffers(seed=M), blk.outputs()
+    x, wq, wo = ins
+    qkv, o, z, lse = outs
+    g1, g2 = blk.parts
+    NH, D = blk.NH, A.D
+    ours = {"Q": lambda s: g1.launch(s, x, wq, qkv),
+            "F": lambda s: sm90.fmha(qkv.data.ptr, o.data.ptr, lse.data.ptr, 1, NH, M, False, driver.sm_count(),
+                                     s.ptr),
+            "O": lambda s: g2.launch(s, o, wo, z)}
+    X, WQ, WO = (torch.from_dlpack(a) for a in ins)
+    Q = torch.empty(M, 3 * NH * D, device="cuda", dtype=torch.half)
+    Z = torch.empty(M, blk.H, device="cuda", dtype=torch.half)
+    views = Q.view(1, M, 3, NH, D).permute(2, 0, 3, 1, 4)
+    held: dict = {}
+
+    def sdpa():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            held["o"] = torch.nn.functional.scaled_dot_product_attention(views[0], views[1], views[2])
+    vendor = {"vQ": lambda: torch.mm(X, WQ.t(), out=Q), "vS": sdpa,
+              "vO": lambda: torch.mm(held["o"].transpose(1, 2).reshape(M, NH * D), WO.t(), out=Z)}
+    vendor["vQ"]()
+    sdpa()
+    graphs = {}
+    for key, parts in (("Q", "Q"), ("F", "F"), ("O", "O"), ("QFO", "QFO")):
+        graphs[key] = timing.capture(lambda s, parts=parts: [ours[p](s) for p in parts], stream)
+    for key, parts in (("vQ", ["vQ"]), ("vS", ["vS"]), ("vO", ["vO"]), ("vQSO", ["vQ", "vS", "vO"])):
+        graphs[key] = _Replay(baselines.graph_of(lambda parts=parts: [vendor[p]() for p in parts]), tstream)
+    for o_ in outs[:3]:
+        o_.fill(float("nan"))
+    Z.fill_(float("nan"))
+    with stream:
+        graphs["QFO"].launch(stream)
+        graphs["vQSO"].launch(stream)
+    stream.synchronize()
+    z_ref, _ = blk.reference(*ins)
+    err = (A.rel(torch.from_dlpack(z), z_ref), A.rel(Z, z_ref))
+    res = {k: [] for k in graphs}
+    for order in rotations(list(graphs), rounds):
+        for k in order:
+            res[k].append(timing.median(timing.time_graphs([graphs[k]], stream, iters=20)))
+    t = {k: timing.median(v) for k, v in res.items()}
+    alone, valone = t["Q"] + t["F"] + t["O"], t["vQ"] + t["vS"] + t["vO"]
+    print(f"| {model} | {M} | {t['Q']:.1f}, {t['F']:.1f}, {t['O']:.1f} | {t['QFO']:.1f} | {t['QFO'] - alone:+.1f} | "
+          f"{t['vQ']:.1f}, {t['vS']:.1f}, {t['vO']:.1f} | {t['vQSO']:.1f} | {t['vQSO'] - valone:+.1f} | "
+          f"{err[0]:.1e}, {err[1]:.1e} |")
+    return sum(e >= A.TOL for e in err)
 
 
 if __name__ == "__main__":
