@@ -172,20 +172,6 @@ def test_gemm_desc_splits():
     with pytest.raises(cusyncgen.errors.CusyncError, match="split"):   # 24 tiles: a split start past them
         sm90.gemm_desc(1, 1, 1, 300, 1024, 1024, "128x128x64", splits=sm90.Split(4, 25))
     assert str(sm90.Split(3, 132)) == "3@132" and str(sm90.Split(2)) == "2" and str(sm90.NO_SPLIT) == "1"
-    g = sm90.gemm_desc(1, 1, 1, 300, 1024, 1024, "128x128x64", splits=sm90.Split(sm90.STREAM_K, 20))
-    assert (g.splits, g.split_from) == (sm90.STREAM_K, 20) and str(sm90.Split(sm90.STREAM_K, 20)) == "streamK@20"
-    with pytest.raises(cusyncgen.errors.CusyncError, match="split"):   # stream-K over no tile
-        sm90.gemm_desc(1, 1, 1, 300, 1024, 1024, "128x128x64", splits=sm90.Split(sm90.STREAM_K, 24))
-    assert sm90.has_split([sm90.NO_SPLIT, sm90.Split(sm90.STREAM_K, 0)])
-
-
-def test_stream_k_tail_takes_the_partial_last_wave():
-    # GPT-3's QKV GeMM at 512 tokens on 128x192 tiles: 96 tiles, no whole wave; on 128x128: 144 = 132 + 12
-    assert sm90.stream_k_tail(96, 192) == sm90.Split(sm90.STREAM_K, 0)
-    assert sm90.stream_k_tail(144, 192) == sm90.Split(sm90.STREAM_K, 132)
-    assert sm90.stream_k_tail(264, 96) is None                   # two whole waves
-    assert sm90.stream_k_tail(133, 8) is None                    # one tile of 8 k-tiles over 132 CTAs
-    assert sm90.stream_k_tail(10, 200, sms=16) == sm90.Split(sm90.STREAM_K, 0)
 
 
 def test_mlp_splits():
@@ -399,72 +385,3 @@ def test_stored_descriptors_equal_the_compiled_ones(tmp_path, monkeypatch):
             assert (pols, o1, o2) == want
     finally:
         W._stored_descriptors.cache_clear()
-
-
-STREAM_K_MAIN = r"""
-#include <cstdio>
-#include "cusync/desc.h"
-#include "cusync/sm90/scheduler.h"
-int main() {
-  int tiles, kt, start, G;
-  while (scanf("%d %d %d %d", &tiles, &kt, &start, &G) == 4) {
-    cusync::sm90::StageWork st{tiles, kt, 1, start};
-    const long long L = static_cast<long long>(tiles - start) * kt;
-    st.sk_grid = G;
-    st.sk_parts = static_cast<int>(((L + G - 1) / G - 1) / kt) + 2;
-    st.splits = static_cast<int>((kt + L / G - 1) / (L / G)) + 1;
-    CusyncOrderDesc o{-1, 1, 1, 0, {tiles, 1, 1}};
-    cusync::sm90::ChainSchedule<1> s{};
-    s.add(cusync::OrderDesc{o}, st);
-    for (int b = 0; b < G; ++b)
-      for (int w = b; w < s.items(); w += G) {
-        const cusync::sm90::Work k = s.work(w);
-        if (k.k_count > 0) printf("%d %d %d %d %d %d %d %d\n", b, w, k.t, k.s, k.S, k.k_begin, k.k_count, k.slots);
-      }
-    printf("end\n");
-  }
-  return 0;
-}
-"""
-
-
-@pytest.mark.parametrize("tiles,kt,start,G", [(96, 192, 0, 132), (144, 192, 132, 132), (18, 40, 0, 132),
-                                              (18, 40, 0, 5), (18, 40, 9, 5), (4, 40, 0, 132), (1, 40, 0, 7),
-                                              (288, 96, 264, 132), (64, 128, 0, 132), (7, 3, 2, 13)])
-def test_stream_k_parts_cover_every_k_tile_once(tmp_path, tiles, kt, start, G):
-    """scheduler.h's stream-K items, compiled on the host: the tiles before `start` one item each;
-    from `start` on, each CTA's parts are one contiguous range of L / G (+1) k-tiles walked in
-    order, every k-tile of every tile in exactly one part, a tile's S parts numbered s = 0 .. S - 1
-    in k order (the reduction's order) and within its partial slots."""
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
-    src, exe = tmp_path / "sk.cpp", tmp_path / "sk"
-    src.write_text(STREAM_K_MAIN)
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{sm90.source_dir().parent}", str(src), "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], input=f"{tiles} {kt} {start} {G}\n", capture_output=True, text=True,
-                         check=True).stdout.split("\n")
-    rows = [tuple(int(v) for v in line.split()) for line in out[:out.index("end")]]
-    L = (tiles - start) * kt
-    whole = [r for r in rows if r[2] < start]
-    assert sorted(r[2] for r in whole) == list(range(start)) and all(r[4] == 1 and r[6] == kt for r in whole)
-    parts: dict = {}
-    per_cta: dict = {}
-    for b, w, t, s, S, k0, kc, slots in rows:
-        if t < start:
-            continue
-        assert 0 <= k0 and k0 + kc <= kt and kc > 0 and 0 <= s < S <= slots
-        parts.setdefault(t, []).append((k0, kc, s, S))
-        per_cta.setdefault(b, []).append((t - start) * kt + k0)
-        per_cta[b].append(kc)
-    for t in range(start, tiles):
-        ps = sorted(parts[t])
-        assert [p[0] for p in ps] == [sum(q[1] for q in ps[:i]) for i in range(len(ps))]   # contiguous from 0
-        assert sum(p[1] for p in ps) == kt and [p[2] for p in ps] == list(range(len(ps)))
-        assert all(p[3] == len(ps) for p in ps)
-    for b, v in per_cta.items():   # one contiguous range per CTA, its parts in order
-        begins, counts = v[::2], v[1::2]
-        assert all(begins[i] + counts[i] == begins[i + 1] for i in range(len(begins) - 1))
-        c = (b - start) % G   # the virtual CTA of CTA b's items (item start + j G + c)
-        assert begins[0] == c * L // G and begins[-1] + counts[-1] == (c + 1) * L // G
-    assert len(per_cta) == G

@@ -64,7 +64,6 @@ TOL = 2e-2
 VENDOR = "vendor"
 DECODE_ENGINE = "decode"
 SWAP_ENGINE = "swap "   # + a swapped-GeMM config of the library: "swap 16x64x128sw1"
-STREAM_K_ENGINE = "streamK@"   # a CUTLASS engine's stream-K tail: "128x192x64 streamK@0"
 SDPA_BACKENDS = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
                  "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-math": "MATH"}
 
@@ -326,11 +325,9 @@ def engines_for(M: int, N: int, K: int) -> list[str]:
             + swap)
 
 
-def tile_engines(M: int, N: int, K: int, keep, stream_k: bool = False) -> list[str]:
+def tile_engines(M: int, N: int, K: int, keep) -> list[str]:
     """The library's tile configs that keep(config, BM) accepts and whose BN divides N and BK K, each
-    without and with split-K where auto_splits finds one (" splitK<S>@<start>"), and, with
-    `stream_k`, with stream-K over the tiles past the last whole wave where sm90.stream_k_tail finds
-    a partial one (" streamK@<start>")."""
+    without and with split-K where auto_splits finds one (" splitK<S>@<start>")."""
     from cusyncgen.cuda import sm90
     out = []
     for c in sm90.CONFIGS:
@@ -342,22 +339,7 @@ def tile_engines(M: int, N: int, K: int, keep, stream_k: bool = False) -> list[s
         sp = sm90.auto_splits(X * Y, K // bk)
         if sp.S > 1:
             out.append(f"{c} splitK{sp.S}@{sp.start}")
-        sk = sm90.stream_k_tail(X * Y, K // bk) if stream_k else None
-        if sk is not None:
-            out.append(f"{c} {STREAM_K_ENGINE}{sk.start}")
     return out
-
-
-def engine_split(engine: str) -> tuple:
-    """(tile config, sm90.Split) of a CUTLASS engine name: "<config>", "<config> splitK<S>@<start>"
-    or "<config> streamK@<start>"."""
-    from cusyncgen.cuda import sm90
-    config, _, split = engine.partition(" ")
-    if not split:
-        return config, sm90.NO_SPLIT
-    if split.startswith(STREAM_K_ENGINE):
-        return config, sm90.Split(sm90.STREAM_K, int(split[len(STREAM_K_ENGINE):]))
-    return config, sm90.Split(*(int(v) for v in split.removeprefix("splitK").split("@")))
 
 
 class CutlassGemm:
@@ -366,7 +348,9 @@ class CutlassGemm:
     launch mode, made at the first launch (outside a captured graph: run once before capturing)."""
 
     def __init__(self, engine: str, M: int, N: int, K: int):
-        self.config, self.split = engine_split(engine)
+        from cusyncgen.cuda import sm90
+        self.config, _, split = engine.partition(" splitK")
+        self.split = sm90.NO_SPLIT if not split else sm90.Split(*(int(v) for v in split.split("@")))
         self.M, self.N, self.K = M, N, K
         self.plans: dict = {}
 
@@ -672,10 +656,9 @@ def prompt_label(model: str, causal: bool, B: int = 1) -> str:
 def prompt_engines_for(M: int, N: int, K: int) -> list[str]:
     """The CUTLASS sm90 tile configs of an M x N x K GeMM of the prompt: 128-row tiles, and 64-row
     ones up to PROMPT_SMALL_TILE_MAX_M rows (more tiles to fill the SMs), whose BN divides N (the
-    TMA-store epilogue from 256 rows on), with split-K where auto_splits finds one and with stream-K
-    over a partial last wave."""
+    TMA-store epilogue from 256 rows on), with split-K where auto_splits finds one."""
     return tile_engines(M, N, K, lambda c, bm: (bm == 128 or (bm == 64 and M <= PROMPT_SMALL_TILE_MAX_M))
-                        and not c.endswith("c2") and not (c.endswith("tma") and M < 256), stream_k=True)
+                        and not c.endswith("c2") and not (c.endswith("tma") and M < 256))
 
 
 @dataclass

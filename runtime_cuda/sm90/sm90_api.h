@@ -46,9 +46,6 @@ enum CusyncSm90Flags {
 typedef CusyncPolicyDesc CusyncSm90Policy;
 typedef CusyncOrderDesc CusyncSm90Order;
 
-// CusyncSm90Gemm.splits: stream-K over the tiles from split_from on.
-#define CUSYNC_SM90_STREAM_K (-1)
-
 // At most this many GeMMs in one plan (one persistent launch over a chain of dependent GeMMs).
 #define CUSYNC_SM90_MAX_GEMMS 3
 
@@ -73,9 +70,6 @@ typedef struct {
   // Split-K: each tile's K extent in `splits` parts (0 or 1: none; at most K / BK), each its own work
   // item; the last part to finish sums the fp32 partials in part order (deterministic), runs the
   // epilogue and alone posts. The plan owns the partials' workspace and the self-resetting counters.
-  // CUSYNC_SM90_STREAM_K: stream-K over the tiles from split_from on instead (the grid's CTAs each
-  // take one contiguous range of their k-tiles, equal to within one k-tile; a tile's parts are the
-  // ranges that cut it, summed as split-K's). Only in a plan of one GeMM.
   int32_t splits;
   // The first tile (in the order) that is split: tiles [0, split_from) are one work item each, the
   // rest `splits` items each (0: every tile split). With split_from a multiple of the grid, the

@@ -495,7 +495,7 @@ __device__ __forceinline__ bool reduce_splits(float* partials, uint32_t* count, 
   constexpr int T = Cfg::kMmaThreads;
   constexpr int F = decltype(size(accum))::value;
   constexpr size_t kTile = static_cast<size_t>(Cfg::BM) * Cfg::BN;
-  float2* tile = reinterpret_cast<float2*>(partials + static_cast<size_t>(wk.wt) * wk.slots * kTile);
+  float2* tile = reinterpret_cast<float2*>(partials + static_cast<size_t>(wk.wt) * wk.S * kTile);
   float2* mine = tile + static_cast<size_t>(wk.s) * (kTile / 2);
   CUTLASS_PRAGMA_UNROLL
   for (int i = 0; i < F / 2; ++i) __stcg(mine + i * T + tid, make_float2(accum(2 * i), accum(2 * i + 1)));
@@ -536,7 +536,6 @@ __device__ __forceinline__ void sync_warp(const KernelParams<Cfg>& p, typename C
   const int G = static_cast<int>(gridDim.x);
   for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G) {
     const Work wk = p.sched.work(w);
-    if (wk.k_count == 0) continue;  // an empty stream-K item
     const CusyncSm90Gemm& g = p.g[wk.stage];
     if (g.in_sems == nullptr) continue;
     const cusync::sm90::WaitSite site{wk.stage, wk.tile, p.debug, p.timeout_ns};
@@ -600,7 +599,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
       uint32_t base = 0;  // k-tiles of the waiting items before this one
       for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G) {
         const Work wk = p.sched.work(w);
-        if (wk.k_count == 0) continue;  // an empty stream-K item
         const CusyncSm90Gemm& g = p.g[wk.stage];
         auto li = mainloop.load_init(make_shape(g.M, g.N, g.K, 1), p.ml[wk.stage]);
         // The sync warp has acquired the producer tiles of the first `rx.ready` k-tiles of the waiting
@@ -632,10 +630,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sync_gemm_kernel(const __gri
     PipelineState read;
     int handoffs = 0;  // TMA-store epilogue rounds handed to the store warp
     int j = 0;
-    for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G) {
+    for (int w = static_cast<int>(blockIdx.x); w < p.sched.items(); w += G, ++j) {
       const Work wk = p.sched.work(w);
-      if (wk.k_count == 0) continue;  // an empty stream-K item (counted by no group)
-      if (Cfg::kPingPong && (j++ & 1) != group) {
+      if (Cfg::kPingPong && (j & 1) != group) {
         read.advance(wk.k_count);  // the other group's item
         continue;
       }

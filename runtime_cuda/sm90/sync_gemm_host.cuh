@@ -57,10 +57,8 @@ struct Plan : PlanBase {
     if ((g.store == CUSYNC_SM90_STORE_QUAD || tma_store(g)) && reinterpret_cast<uintptr_t>(g.C) % 16 != 0)
       return CUSYNC_SM90_BAD_SHAPE;
     if (g.order.groups_outer == 2 && (g.order.group_stride < 1 || g.order.group_stride > Y)) return CUSYNC_SM90_BAD_ARGUMENT;
-    if (g.splits != CUSYNC_SM90_STREAM_K && (g.splits < 0 || g.splits > g.K / Cfg::BK || g.splits > kMaxSplits))
-      return CUSYNC_SM90_BAD_ARGUMENT;
+    if (g.splits < 0 || g.splits > g.K / Cfg::BK || g.splits > kMaxSplits) return CUSYNC_SM90_BAD_ARGUMENT;
     if (g.split_from < 0 || g.split_from > X * Y) return CUSYNC_SM90_BAD_ARGUMENT;
-    if (g.splits == CUSYNC_SM90_STREAM_K && g.split_from == X * Y) return CUSYNC_SM90_BAD_ARGUMENT;
     return 0;
   }
   static constexpr int kMaxSplits = 64;
@@ -92,10 +90,6 @@ struct Plan : PlanBase {
     using Mainloop = typename Cfg::Mainloop;
     if (gemms == nullptr || n < 1 || n > kMaxGemms) return CUSYNC_SM90_BAD_ARGUMENT;
     params = KernelParams<Cfg>{};
-    int dev = 0, sms = 0;
-    CUSYNC_SM90_CHECK(cudaGetDevice(&dev));
-    CUSYNC_SM90_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int grid_max = grid_req > 0 ? grid_req : sms;
     for (int i = 0; i < n; ++i) {
       const CusyncSm90Gemm& g = gemms[i];
       if (int r = check(g)) return r;
@@ -114,28 +108,11 @@ struct Plan : PlanBase {
         if (int r = encode_c_map(g, &params.c_map[i])) return r;
       }
       const int tiles = tiles_of(g.order);
-      const int kt = g.K / Cfg::BK;
-      cusync::sm90::StageWork work{tiles, kt, 1, g.split_from};
-      int split_tiles = 0, S = 1;
-      if (g.splits == CUSYNC_SM90_STREAM_K) {
-        // stream-K (scheduler.h): one range of L k-tiles per CTA, at least one k-tile each, in a
-        // plan of one GeMM; S: the most ranges that cut one tile (ranges of at least L / G k-tiles)
-        split_tiles = tiles - g.split_from;
-        const long long L = static_cast<long long>(split_tiles) * kt;
-        if (n != 1 || L < grid_max) return CUSYNC_SM90_BAD_ARGUMENT;
-        const long long shortest = L / grid_max, longest = (L + grid_max - 1) / grid_max;
-        S = static_cast<int>((kt + shortest - 1) / shortest) + 1;
-        work.sk_grid = grid_max;
-        work.sk_parts = static_cast<int>((longest - 1) / kt) + 2;
-        if (S > grid_max) S = grid_max;
-      } else {
-        // split tiles: those from split_from on (sync_gemm.cuh's item_work), each S items and a
-        // workspace slot; a split with no split tile is no split
-        split_tiles = g.splits > 1 ? tiles - g.split_from : 0;
-        S = split_tiles > 0 ? g.splits : 1;
-        if (S == 1) params.g[i].splits = 1;
-      }
-      work.splits = S;
+      // split tiles: those from split_from on (sync_gemm.cuh's item_work), each S items and a
+      // workspace slot; a split with no split tile is no split
+      const int split_tiles = g.splits > 1 ? tiles - g.split_from : 0;
+      const int S = split_tiles > 0 ? g.splits : 1;
+      if (S == 1) params.g[i].splits = 1;
       if (S > 1) {
         const size_t part = static_cast<size_t>(split_tiles) * S * Cfg::BM * Cfg::BN * sizeof(float);
         CUSYNC_SM90_CHECK(cudaMalloc(&params.partials[i], part));
@@ -143,7 +120,7 @@ struct Plan : PlanBase {
         CUSYNC_SM90_CHECK(cudaMemset(params.split_count[i], 0, static_cast<size_t>(split_tiles) * sizeof(uint32_t)));
         CUSYNC_SM90_CHECK(cudaDeviceSynchronize());
       }
-      params.sched.add(cusync::OrderDesc{g.order}, work);
+      params.sched.add(cusync::OrderDesc{g.order}, cusync::sm90::StageWork{tiles, g.K / Cfg::BK, S, g.split_from});
       params.any_wait = params.any_wait || g.in_sems != nullptr;
     }
     const int items = params.sched.items();
@@ -153,7 +130,10 @@ struct Plan : PlanBase {
     params.debug = debug;
     flags = flags_;
     smem = sizeof(typename Cfg::SharedStorage);
-    grid = grid_max;
+    int dev = 0, sms = 0;
+    CUSYNC_SM90_CHECK(cudaGetDevice(&dev));
+    CUSYNC_SM90_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    grid = grid_req > 0 ? grid_req : sms;
     if (grid > items) grid = items;
     // Every CTA must be resident at once (the chain's argument, docs/sm90.md): one per SM.
     if (grid > sms) return CUSYNC_SM90_BAD_ARGUMENT;

@@ -19,8 +19,8 @@ from cusyncgen.cuda.sm90.errors import Sm90Error
 from cusyncgen.cuda.sm90.tiles import (CONFIGS, STOCK_CONFIGS, STOCK_TILES, SWAP_CONFIGS, SWAP_TILES, TILES, StockTile,
                                        SwapTile, Tile, cluster_m, order_grid, parse_configs, source_dir, swap_configs_for,
                                        swap_tile, tile_dims)
-from cusyncgen.cuda.sm90.split import (ITEM_COST_K, NO_SPLIT, SPLIT_COST_K, STREAM_K, Split, as_split, auto_splits, has_split,
-                                       split_makespan, stream_k_tail)
+from cusyncgen.cuda.sm90.split import (ITEM_COST_K, NO_SPLIT, SPLIT_COST_K, Split, as_split, auto_splits, has_split,
+                                       split_makespan)
 from cusyncgen.cuda.sm90.desc import (CHAIN_SYNC_WORDS, EPI_GELU_ERF, EPI_GELU_TANH, EPI_IDENTITY, EPI_SWIGLU_PAIR, EPI_SWIGLU_ROWS,
                                       STORE_PAIR, STORE_QUAD, STORES, STRUCTS, SWIGLU_BLOCK, SWIGLU_ROWS_BLOCK,
                                       FMHA_O_ROWS, Debug, Epilogue, FmhaSync, Gemm, LaunchFlag, Order, Policy, Store,
@@ -33,7 +33,7 @@ from cusyncgen.cuda.sm90.launch import (FMHA_SCHEDULES, POLICIES, RASTERS, Link,
                                         chain_timed_out, packed_weight, swap_mlp, swap_pack, swiglu_rows)
 
 __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIGLU_PAIR", "EPI_SWIGLU_ROWS", "ITEM_COST_K",
-           "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STREAM_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",
+           "LIB_NAME", "NO_SPLIT", "POLICIES", "RASTERS", "SPLIT_COST_K", "STOCK_CONFIGS", "STOCK_TILES", "STORES",
            "SWAP_CONFIGS", "SWAP_TILES", "SwapTile",
            "STORE_PAIR", "STORE_QUAD", "STRUCTS", "SWIGLU_BLOCK", "SWIGLU_ROWS_BLOCK", "TILES", "Debug", "Epilogue", "Gemm", "LaunchFlag",
            "Library", "Link", "Order", "Plan", "Policy", "Sm90Chain", "Sm90Error", "Split", "StockTile", "Store",
@@ -41,5 +41,5 @@ __all__ = ["CONFIGS", "EPI_GELU_ERF", "EPI_GELU_TANH", "EPI_IDENTITY", "EPI_SWIG
            "desc_sem", "desc_tile", "desc_value", "gemm_desc", "grouped_columns", "grouped_order", "has_split",
            "debug_message", "fmha", "fmha_heads", "fmha_schedule", "fmha_sync", "FMHA_O_ROWS", "FMHA_SCHEDULES",
            "FmhaSync", "library", "permuted_policy", "library_path", "order_desc", "order_grid", "parse_configs", "plan_flags", "policy_desc",
-           "producer_rows", "row_major_order", "source_dir", "source_hash", "split_makespan", "stock_gemm", "stream_k_tail",
+           "producer_rows", "row_major_order", "source_dir", "source_hash", "split_makespan", "stock_gemm",
            "swap_configs_for", "swap_gemm", "packed_weight", "swap_pack", "swap_tile", "swiglu_rows", "tile_dims", "swap_mlp", "chain_timed_out", "CHAIN_SYNC_WORDS"]

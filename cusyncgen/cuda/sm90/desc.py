@@ -10,7 +10,7 @@ import ctypes
 import enum
 
 from cusyncgen.cuda.sm90.errors import Sm90Error
-from cusyncgen.cuda.sm90.split import NO_SPLIT, STREAM_K, Split, as_split
+from cusyncgen.cuda.sm90.split import NO_SPLIT, Split, as_split
 from cusyncgen.cuda.sm90.tiles import cluster_m, order_grid, tile_dims
 
 
@@ -197,16 +197,15 @@ def desc_tile(o: Order, linear: int):
 def gemm_desc(A: int, B: int, C: int, M: int, N: int, K: int, config: str, epilogue: int = EPI_IDENTITY,
               order: "Order | None" = None, splits: "int | Split" = NO_SPLIT, store: int = STORE_PAIR) -> Gemm:
     """One GeMM's descriptor (no wait, no post: the chain wires those). splits: an int S (every
-    tile split S ways) or a Split (the tiles from its start on; Split(STREAM_K, start): stream-K
-    over them, in a plan of this GeMM alone). store: STORE_PAIR (the register
+    tile split S ways) or a Split (the tiles from its start on). store: STORE_PAIR (the register
     epilogue's fp16-pair stores, the default: 5% faster on average on the H100, docs/design.md) or
     STORE_QUAD (16-byte stores after a transpose inside each quad; C must be 16-byte aligned)."""
     bm, bn, bk = tile_dims(config)
     sp = as_split(splits)
-    if sp.S != STREAM_K and (sp.S < 1 or sp.S > K // bk):
+    if sp.S < 1 or sp.S > K // bk:
         raise Sm90Error(f"split-K: {sp.S} splits of {K // bk} k-tiles")
     X, Y = order_grid(config, M, N)
-    if sp.start < 0 or sp.start > X * Y * cluster_m(config) or (sp.S == STREAM_K and sp.start >= X * Y):
+    if sp.start < 0 or sp.start > X * Y * cluster_m(config):
         raise Sm90Error(f"split-K: the split tiles start at {sp.start}, past the {X * Y} tiles")
     if store not in STORES.values():
         raise Sm90Error(f"unknown store mode {store!r} (have {', '.join(f'{k}={int(v)}' for k, v in STORES.items())})")

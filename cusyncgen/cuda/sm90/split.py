@@ -1,40 +1,24 @@
 """Split-K of one sm90 GeMM and the model that picks it (docs/sm90.md, "Split-K"): Split, the
-static persistent schedule's makespan, auto_splits; the stream-K tail (stream_k_tail)."""
+static persistent schedule's makespan, auto_splits."""
 from __future__ import annotations
 
 from typing import NamedTuple
-
-
-# Split.S of stream-K (the library's CUSYNC_SM90_STREAM_K)
-STREAM_K = -1
 
 
 class Split(NamedTuple):
     """Split-K of one GeMM: the tiles from `start` on (in the GeMM's order) are each `S` work items
     over k-ranges of their K; the tiles before `start` are one item each. start = 0: every tile split
     (classic split-K); start a multiple of the grid: whole waves of tiles run unsplit and only the
-    last, partial wave is split (a split-K tail). S = STREAM_K: stream-K over the tiles from `start`
-    on instead (their k-tiles cut into one equal range per CTA; docs/sm90.md, "Stream-K")."""
+    last, partial wave is split (a split-K tail)."""
 
     S: int = 1
     start: int = 0
 
     def __str__(self) -> str:
-        if self.S == STREAM_K:
-            return f"streamK@{self.start}"
         return str(self.S) if self.S == 1 or self.start == 0 else f"{self.S}@{self.start}"
 
 
 NO_SPLIT = Split()
-
-
-def stream_k_tail(tiles: int, k_tiles: int, sms: int = 132, min_k_tiles: int = 8) -> Split | None:
-    """Stream-K over the tiles past the last whole wave of `tiles` on `sms` SMs, where there is a
-    partial wave and each CTA's range holds at least min_k_tiles k-tiles; else None."""
-    start = tiles // sms * sms
-    if start == tiles or (tiles - start) * k_tiles < sms * min_k_tiles:
-        return None
-    return Split(STREAM_K, start)
 
 # The split-K cost model of auto_splits, in k-tile times: what a work item costs beyond its k-tiles
 # (prologue, epilogue, the pipeline's fill: latency, which at small M is many k-tiles' worth), and
@@ -91,4 +75,4 @@ def as_split(splits) -> Split:
 
 def has_split(splits) -> bool:
     """Does a sequence of Splits (one per GeMM of a chain) split any GeMM?"""
-    return any(as_split(s).S > 1 or as_split(s).S == STREAM_K for s in splits)
+    return any(as_split(s).S > 1 for s in splits)

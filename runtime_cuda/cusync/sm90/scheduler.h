@@ -13,14 +13,6 @@
 // Split-K: a stage's tiles before split_from are one item each, the rest S items each (consecutive:
 // the S splits of a tile run in one wave); split s of a tile computes k-tiles
 // [s kt / S, (s + 1) kt / S).
-//
-// Stream-K (sk_grid = G > 0): the tiles from split_from on hold L = (tiles - split_from) kt k-tiles,
-// in order; virtual CTA c of G takes [c L / G, (c + 1) L / G) (L >= G: none empty) as up to
-// sk_parts items, its part j the range's cut of its j-th tile. Item split_from + j G + c is c's part
-// j, so that the CTA that strides over it is the same for every j; a part past c's range is empty
-// (k_count 0: every role skips it). A tile's parts are the ranges that cut it: S of them, part s
-// from CTA c_lo + s, summed as split-K's; `splits` holds the most parts a tile has (the partials'
-// slots per tile).
 #pragma once
 #include "../desc.h"
 
@@ -32,23 +24,15 @@ struct StageWork {
   int k_tiles;     // mainloop k-tiles of one tile
   int splits;      // S (1: no split)
   int split_from;  // the first split tile in the order
-  int sk_grid = 0;   // stream-K: the grid G (0: split-K or none)
-  int sk_parts = 0;  // stream-K: the most items of one CTA's range
-  CUSYNC_HD int items() const {
-    if (sk_grid > 0) return split_from + sk_grid * sk_parts;
-    return splits > 1 ? split_from + (tiles - split_from) * splits : tiles;
-  }
-  // stream-K: the virtual CTA whose range holds k-tile i of the stream-K tiles
-  CUSYNC_HD int sk_cta(long long i, long long L) const { return static_cast<int>(((i + 1) * sk_grid - 1) / L); }
+  CUSYNC_HD int items() const { return splits > 1 ? split_from + (tiles - split_from) * splits : tiles; }
 };
 
 // One work item: its stage, tile (t: its index in the stage's order), split s of S, the tile's slot
-// among the split tiles (wt = t - split_from; its partials at wt * slots), and the k-tiles
-// [k_begin, k_begin + k_count) (0: an empty stream-K item).
+// among the split tiles (wt = t - split_from), and the k-tiles [k_begin, k_begin + k_count).
 struct Work {
   int stage;
   Tile tile;
-  int t, s, S, wt, k_begin, k_count, slots;
+  int t, s, S, wt, k_begin, k_count;
 };
 
 template <int MaxStages, class Order = OrderDesc>
@@ -67,30 +51,6 @@ struct ChainSchedule {
     const StageWork& st = stage[r.stage];
     const int local = w - begin[r.stage];
     const int S = st.splits > 1 ? st.splits : 1;
-    r.slots = S;
-    if (st.sk_grid > 0 && local >= st.split_from) {
-      const int G = st.sk_grid, kt = st.k_tiles;
-      const int rest = local - st.split_from, j = rest / G, c = rest - j * G;
-      const long long L = static_cast<long long>(st.tiles - st.split_from) * kt;
-      const long long lo = c * L / G, hi = (c + 1) * L / G;
-      const long long tile0 = lo / kt + j, k0 = tile0 * kt;  // this part's tile and its first k-tile
-      r.wt = static_cast<int>(k0 < hi ? tile0 : 0);
-      r.t = st.split_from + r.wt;
-      r.tile = order[r.stage].tile(r.t);
-      if (k0 >= hi) {  // past the range: empty
-        r.S = 1;
-        r.s = 0;
-        r.k_begin = 0;
-        r.k_count = 0;
-        return r;
-      }
-      const int c_lo = st.sk_cta(k0, L), c_hi = st.sk_cta(k0 + kt - 1, L);
-      r.S = c_hi - c_lo + 1;
-      r.s = c - c_lo;
-      r.k_begin = static_cast<int>((lo > k0 ? lo : k0) - k0);
-      r.k_count = static_cast<int>((hi < k0 + kt ? hi : k0 + kt) - k0) - r.k_begin;
-      return r;
-    }
     if (S == 1 || local < st.split_from) {
       r.S = 1;
       r.t = local;
