@@ -124,64 +124,32 @@ def test_the_summary_reads_compute_sanitizer_output():
                                               "      2 and Read access at void k<1>(P)+0x. [8 hazards]"]
 
 
-def test_the_fmha_layout_probe_says_what_it_needs():
-    """python -m cusyncgen.commands.fmha_layout: a bad argument is a usage error; without torch or an
-    sm_90 GPU a one-line reason, never a traceback."""
+@pytest.mark.parametrize("probe,usage,modules", [
+    ("fmha_layout", [(("--rounds", "0"), "--rounds must be at least 1")], ("torch",)),
+    ("swap_slope", [(("--rounds", "0"), "--rounds must be at least 1"), (("--M", "65"), "--M: tokens from 1 to 64")],
+     ("torch", "cupy")),
+    ("prompt_gemms", [(("--rounds", "0"), "--rounds must be at least 1"), (("--M", "64"), "at least 128 tokens"),
+                      (("--M", "5x"), "comma-separated integers"), (("--models", "gpt4"), "unknown gpt4")],
+     ("torch", "cupy"))])
+def test_the_sm90_probes_say_what_they_need(probe, usage, modules):
+    """python -m cusyncgen.commands.<probe> (fmha_layout, swap_slope, prompt_gemms): bad arguments
+    are usage errors; without torch (CuPy where it needs it) or an sm_90 GPU a one-line reason, never a
+    traceback."""
     import sys
 
     def run(*a):
-        return subprocess.run([sys.executable, "-m", "cusyncgen.commands.fmha_layout", *a], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", f"cusyncgen.commands.{probe}", *a], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
 
-    r = run("--rounds", "0")
-    assert r.returncode == 2 and "--rounds must be at least 1" in r.stderr
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-        if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
-            pytest.skip("an sm_90 GPU is here: the probe would run")
-    r = run()
-    assert r.returncode == 1 and r.stderr.startswith("fmha_layout: needs ") and "Traceback" not in r.stderr
-
-
-def test_the_swap_slope_probe_says_what_it_needs():
-    """python -m cusyncgen.commands.swap_slope: bad arguments are usage errors; without CuPy, torch or
-    an sm_90 GPU a one-line reason, never a traceback."""
-    import sys
-
-    def run(*a):
-        return subprocess.run([sys.executable, "-m", "cusyncgen.commands.swap_slope", *a], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
-
-    for args, msg in ((("--rounds", "0"), "--rounds must be at least 1"), (("--M", "65"), "--M: tokens from 1 to 64")):
+    for args, msg in usage:
         r = run(*args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
-    if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("cupy") is not None:
+    if all(importlib.util.find_spec(m) is not None for m in modules):
         import torch
         if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
             pytest.skip("an sm_90 GPU is here: the probe would run")
     r = run()
-    assert r.returncode == 1 and r.stderr.startswith("swap_slope: needs ") and "Traceback" not in r.stderr
-
-
-def test_the_prompt_gemms_probe_says_what_it_needs():
-    """python -m cusyncgen.commands.prompt_gemms: bad arguments are usage errors; without CuPy, torch
-    or an sm_90 GPU a one-line reason, never a traceback."""
-    import sys
-
-    def run(*a):
-        return subprocess.run([sys.executable, "-m", "cusyncgen.commands.prompt_gemms", *a], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
-
-    for args, msg in ((("--rounds", "0"), "--rounds must be at least 1"), (("--M", "64"), "at least 128 tokens"),
-                      (("--M", "5x"), "comma-separated integers"), (("--models", "gpt4"), "unknown gpt4")):
-        r = run(*args)
-        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
-    if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("cupy") is not None:
-        import torch
-        if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
-            pytest.skip("an sm_90 GPU is here: the probe would run")
-    r = run()
-    assert r.returncode == 1 and r.stderr.startswith("prompt_gemms: needs ") and "Traceback" not in r.stderr
+    assert r.returncode == 1 and r.stderr.startswith(f"{probe}: needs ") and "Traceback" not in r.stderr
 
 
 def test_the_decode_trace_probe_says_what_it_needs():
