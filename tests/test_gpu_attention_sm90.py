@@ -193,6 +193,8 @@ def prompt_errors(blk, outs, refs):
     ("llama", 2, 512, False, ("128x256x64", "128x128x64")),
     ("llama", 1, 1024, True, ("128x192x64", "128x128x64")),         # QKV tiles across heads (attention_qkv_tiles.dep)
     ("gpt3", 1, 512, False, ("128x192x64tma", "128x192x64tma")),
+    ("gpt3", 1, 512, False, ("128x144x64", "128x192x64tma")),       # 144 columns: one wave of 128 tiles
+    ("gpt3", 2, 512, True, ("128x144x64", "128x128x64")),
     ("gpt3", 2, 512, True, ("128x192x64 splitK2@132", "128x128x64")),
     ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x256x64")),
     ("llama", 1, 1024, False, ("64x128x64", "128x128x64"))])         # 64-row QKV tiles: PDL only

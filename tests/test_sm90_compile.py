@@ -14,7 +14,7 @@ from cusyncgen.cuda import sm90
 from cusyncgen.workloads import mlp_sm90 as W
 from cusyncgen.ir import DimMap, OrderIR, PolicyIR
 
-MLP_CASES = [("gpt3", M, c) for M in (1, 300, 4096) for c in sm90.CONFIGS] + \
+MLP_CASES = [("gpt3", M, c) for M in (1, 300, 4096) for c in sm90.CONFIGS if W.fits("gpt3", c)] + \
             [("llama-ep", M, c) for M in (1, 300, 4096) for c in sm90.CONFIGS if sm90.tile_dims(c)[1] == 128]
 
 

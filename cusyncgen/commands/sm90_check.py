@@ -57,7 +57,7 @@ def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), ban
     b1s = [{"off": False, "on": True}.get(b, b) for b in banded1 if b != "on" or M >= BANDED_MIN_M]
     for c in list(configs) + list(pairs):
         c1, _, c2 = c.partition("+")
-        if model.swiglu_epilogue and sm90.tile_dims(c1)[1] != 128:
+        if not mlp_sm90.fits(model.name, c1):   # its widths (128x144 fits no MLP GeMM)
             continue
         if c2 and model.H % sm90.tile_dims(c2)[1]:
             continue
@@ -459,6 +459,7 @@ PROMPT_SANITIZER_CASES = (("llama", 1, 200, True, ONE_HEAD), ("gpt3", 2, 136, Fa
                           ("llama", 2, 256, True, ONE_HEAD), ("gpt3", 1, 256, True, ("128x256x64", "128x128x64")),
                           # QKV tiles across heads (examples/attention_qkv_tiles.dep)
                           ("gpt3", 1, 512, False, ("128x192x64tma", "128x192x64tma")),
+                          ("gpt3", 1, 384, True, ("128x144x64", "128x128x64")),
                           ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x128x64pp")))
 
 

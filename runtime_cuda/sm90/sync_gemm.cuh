@@ -278,6 +278,7 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
   __half* C = static_cast<__half*>(g.C) + static_cast<size_t>(row0) * g.ldc;
   const int col0 = x * Cfg::BN;
   constexpr int V = decltype(size<0>(accum))::value;
+  if constexpr (V % 16 == 0) {  // the quad stores' groups of 4 x 8 columns (the host refuses them otherwise)
   if (g.store == CUSYNC_SM90_STORE_QUAD) {
     // First the fusion over the whole fragment into fp16 pairs (each fp32 accumulator dies as its
     // pair is made, so the live registers shrink), then the exchanges and stores from the pairs.
@@ -315,6 +316,7 @@ __device__ __forceinline__ void store_tile(const CusyncSm90Gemm& g, int x, int y
     }
     store_quads<V>(accum, tCcD, C, g.ldc, rows_left, col0, from_h, all, same);
     return;
+  }
   }
   if (g.epilogue == CUSYNC_SM90_EPI_SWIGLU_PAIR) {
     // [W1|V] interleaved by 64: columns 128b + j (g) and 128b + 64 + j (u), j < 64, are accumulator

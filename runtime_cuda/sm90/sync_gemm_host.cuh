@@ -52,6 +52,8 @@ struct Plan : PlanBase {
         return CUSYNC_SM90_BAD_SHAPE;
     }
     if (g.store != CUSYNC_SM90_STORE_QUAD && g.store != CUSYNC_SM90_STORE_PAIR) return CUSYNC_SM90_BAD_ARGUMENT;
+    // the quad stores exchange groups of 4 x 8 columns: BN a multiple of 32 (128x144 stores pairs)
+    if (g.store == CUSYNC_SM90_STORE_QUAD && Cfg::BN % 32 != 0) return CUSYNC_SM90_BAD_ARGUMENT;
     // The quad stores write 16 bytes at C + row * ldc + 8j, a TMA store needs a 16-byte aligned global
     // address: C must be 16-byte aligned (ldc % 8 == 0 above).
     if ((g.store == CUSYNC_SM90_STORE_QUAD || tma_store(g)) && reinterpret_cast<uintptr_t>(g.C) % 16 != 0)
