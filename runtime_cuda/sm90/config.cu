@@ -2,10 +2,10 @@
 // configurations build in parallel): the build (cusyncgen/cuda/sm90/lib.py) passes the line's name
 // and fields as -DCUSYNC_SM90_TILE_FN=plan_<NAME> -DCUSYNC_SM90_BM=.. -DCUSYNC_SM90_BN=..
 // -DCUSYNC_SM90_BK=.. -DCUSYNC_SM90_PINGPONG=.. -DCUSYNC_SM90_EPI_COLS=..
-// CuTe's extended wgmma shapes (N any multiple of 8 up to 256, not only the 16 to 256 of its default
-// list): without them its op selector builds a 144-column tile from nine 16-column wgmmas, each
-// reading A again (2.4x slower per wave, docs/design.md). Configs whose BN is in the default list
-// get the same instruction either way.
+// CuTe's extended wgmma shapes (every N a multiple of 8 up to 256; its default list has 8, 16, 32,
+// 64, 96, 128, 192 and 256): without them its op selector builds a 144-column tile from nine
+// 16-column wgmmas, each reading A again (2.4x slower per wave, docs/design.md). Configs whose BN is
+// in the default list get the same instruction either way.
 #define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #include "sync_gemm_host.cuh"
 
