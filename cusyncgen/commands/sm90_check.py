@@ -57,9 +57,8 @@ def variants(configs, orderings, policies, model, M, grouped2=("off", "on"), ban
     b1s = [{"off": False, "on": True}.get(b, b) for b in banded1 if b != "on" or M >= BANDED_MIN_M]
     for c in list(configs) + list(pairs):
         c1, _, c2 = c.partition("+")
-        if not mlp_sm90.fits(model.name, c1):   # its widths (128x144 fits no MLP GeMM)
-            continue
-        if c2 and model.H % sm90.tile_dims(c2)[1]:
+        # each GeMM's tile fits its widths (128x144 fits no MLP GeMM)
+        if not (mlp_sm90.fits_gemm(model.name, c1, 1) and mlp_sm90.fits_gemm(model.name, c2 or c1, 2)):
             continue
         splits = ["none"]
         if sm90.has_split(mlp_sm90.mlp_splits(model, M, c1, "auto", c2 or None)):
