@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cusyncgen import files
+from cusyncgen.cuda import timing
 from cusyncgen.errors import CusyncError
 
 WORKLOADS = ("mlp", "conv2d", "attention", "overhead")
@@ -367,8 +368,10 @@ def tune_tables(run: Run, base: Path) -> list[str]:
                      f"| {n} of {len(cs)} |")
     confirmed = [c for c in choices if isinstance(c.get("confirm"), dict)]
     if confirmed:
+        how = ("interleaved" if all(c["confirm"].get("timing") == timing.INTERLEAVED for c in confirmed)
+               else "alternating")
         lines += ["", "Re-measured (the choice, the fastest stream order and the vendor library + graph on "
-                  "fresh inputs, in alternating rounds: free of the selection among the candidates):", "",
+                  f"fresh inputs, in {how} rounds: free of the selection among the candidates):", "",
                   "| model | over the vendor + graph, geomean over M >= 128 | faster than it | "
                   "over the fastest stream order, max | the vendor's fastest form (sizes) |", "|---|---|---|---|---|"]
         for model in models:

@@ -13,6 +13,8 @@ import pytest
 
 from cusyncgen.cuda import baselines
 from cusyncgen.cuda.baselines import VendorForms, fastest_form
+from cusyncgen.cuda import timing
+from cusyncgen.cuda.timing import Replay
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads import mlp as sm80
 from cusyncgen.workloads import mlp_sm90 as W
@@ -75,15 +77,22 @@ def test_confirm_rounds_put_every_timed_thing_in_every_position_equally_often(ti
 
 
 def test_confirm_times_every_vendor_form_in_the_rounds_and_keeps_the_fastest_correct():
-    calls = []
     us = {"ours": [100.0, 101.0, 99.0, 250.0, 100.0, 100.0, 100.0, 100.0], "stream": [104.0] * 8,
           ("vendor", "torch-unfused"): [952.5] * 8, ("vendor", "cublaslt-gelu"): [908.6] * 8}
+    seqs = []
 
-    def timer(k):
-        return lambda: (calls.append(k), us[k][sum(c == k for c in calls) - 1])[1]
-    times, rounds = W.time_in_rounds({k: timer(k) for k in us})
-    assert rounds == 8 and len(calls) == 32 and [calls[4 * r] for r in range(4)] == list(us)   # rotated
+    def measure(seq, replays, stream):   # round r's launches of a key all take us[key][r]; warm-up 1 us
+        seqs.append(list(seq))
+        r = len(seqs) - 2
+        return [1.0 if r < 0 else us[k][r] * replays[k].per for k in seq]
+    replays = {k: Replay(launches=(None,), per=1 + (k == "stream")) for k in us}
+    times, rounds = W.time_in_rounds(replays, stream=None, iters=3, measure=measure)
+    assert rounds == 8 and len(seqs) == 9 and seqs[0] == [k for k in us for _ in range(2)]   # a warm-up first
+    for r, seq in enumerate(seqs[1:]):   # interleaved: 3 steps of every key, in the round's rotated order
+        order = list(us)[r % 4:] + list(us)[:r % 4]
+        assert seq == order * 3
     assert times["ours"] == 100.0   # the median over the rounds: one slow round does not count
+    assert times["stream"] == 104.0   # a replay of `per` units: its time over per
     forms = VendorForms(errors={"torch-unfused": 1e-3, "cublaslt-gelu": 1e-3}, skipped={"x": "AttributeError: no"})
     v = W.vendor_confirmed({k[1]: t for k, t in times.items() if isinstance(k, tuple)}, forms)
     assert v == {"vendor_us": 908.6, "vendor_form": "cublaslt-gelu", "vendor_rel_err": 1e-3,
@@ -92,6 +101,18 @@ def test_confirm_times_every_vendor_form_in_the_rounds_and_keeps_the_fastest_cor
     assert W.vendor_confirmed({"torch-unfused": 952.5, "cublaslt-gelu": 908.6}, forms)["vendor_form"] == "torch-unfused"
     with pytest.raises(CusyncError, match="no vendor form ran"):
         W.vendor_confirmed({}, forms)
+
+
+def test_launches_in_a_row_read_different_input_sets():
+    replays = {"ours": Replay(launches=("s0", "s1")), "vendor": Replay(launches=("s0", "s1")),
+               "chain": Replay(launches=("all",), per=10)}
+    seq = ["ours", "vendor", "chain"] * 4
+    sets = timing.input_sets(seq, replays)
+    assert [i for k, i in zip(seq, sets) if k == "chain"] == [0] * 4
+    for n in range(len(seq) - 1):   # neighbours with two sets each never share one
+        if seq[n] != "chain" and seq[n + 1] != "chain":
+            assert sets[n] != sets[n + 1]
+    assert {i for k, i in zip(seq, sets) if k == "ours"} == {0, 1}   # every key takes both sets
 
 
 def test_confirm_reports_each_time_alone_and_back_to_back():

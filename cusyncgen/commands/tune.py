@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from cusyncgen import files
+from cusyncgen.cuda import timing
 from cusyncgen.commands.bench import check_kernel, command_line, command_note, slug
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads.base import STREAM_ORDER, VENDOR, family  # noqa: F401  (the API)
@@ -133,20 +134,21 @@ def geomean(xs) -> float:
 
 def confirm_table(cs: list) -> list:
     """The re-measured choices (the sm90 MLP's `confirm`): the chosen configuration, the fastest
-    stream order and cuBLAS + graph (its fastest form, named) on fresh inputs in alternating rounds,
+    stream order and cuBLAS + graph (its fastest form, named) on fresh inputs in interleaved rounds,
     and their ratios."""
     from cusyncgen.results import form_of, forms_label
     cs = [c for c in cs if c.get("confirm")]
     if not cs:
         return []
     rounds = sorted({c["confirm"].get("rounds", "") for c in cs}, key=str)
+    how = timing.INTERLEAVED if all(c["confirm"].get("timing") == timing.INTERLEAVED for c in cs) else None
     floors = any(c["confirm"].get("floor_us") for c in cs)   # the roofline floor, measured in the same run
     floor_head = (" floor (us) | chosen / floor |", "---|---|") if floors else ("", "")
     sets = sorted({c["confirm"].get("sets", 1) for c in cs})   # input sets replayed in turn
     fresh = ("fresh inputs" if sets == [1] else
              f"{'/'.join(map(str, sets))} sets of fresh inputs replayed in turn (no weight read twice from L2)")
     lines = ["", f"Re-measured on {fresh}, the choice, the fastest stream order and every form of cuBLAS + graph "
-             f"timed in {'/'.join(map(str, rounds))} rounds, the order rotated from round to round (free of the "
+             f"timed in {'/'.join(map(str, rounds))} {timing.timing_words(how)} (free of the "
              "selection among the candidates; > 1: the choice is faster; cuBLAS + graph: its fastest correct "
              "form, named" + ("; the floor: max(FLOPs / peak, bytes / bandwidth), both measured in the run" if floors
                               else "") + "):", "",

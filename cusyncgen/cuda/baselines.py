@@ -87,11 +87,20 @@ def graph_time(fn, iters: int = 30) -> float:
     return _time_back_to_back(graph_of(fn).replay, iters=iters)
 
 
-def replay_time(g, iters: int = 30) -> float:
-    """Median time (us) of a torch CUDA graph's replays, back to back (as ours are timed); a list of
-    graphs (one input set each) is replayed in turn."""
-    turn = itertools.cycle(g if isinstance(g, (list, tuple)) else [g])
-    return _time_back_to_back(lambda: next(turn).replay(), iters=iters)
+def replays_on(graphs) -> tuple:
+    """timing.Replay's launches of torch CUDA graphs (one, or one per input set): each replays its
+    graph on a CuPy stream, so that the vendor's forms are timed interleaved with ours on one stream."""
+    streams: dict = {}
+
+    def on(g):
+        def launch(stream) -> None:
+            ts = streams.get(stream.ptr)
+            if ts is None:
+                ts = streams[stream.ptr] = torch.cuda.ExternalStream(stream.ptr)
+            with torch.cuda.stream(ts):
+                g.replay()
+        return launch
+    return tuple(on(g) for g in (graphs if isinstance(graphs, (list, tuple)) else [graphs]))
 
 
 def time_eager(fn, iters: int = 30) -> float:

@@ -6,7 +6,7 @@ set's activations warm. The median over replays is reported.
 from __future__ import annotations
 
 import statistics
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from cusyncgen.cuda.lazy import cupy
 
@@ -33,6 +33,47 @@ def time_graphs(graphs: Sequence, stream: cupy.cuda.Stream, iters: int = 30, war
         starts[i].record(stream)
         graphs[i % len(graphs)].launch(stream)
         ends[i].record(stream)
+    stream.synchronize()
+    return [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
+
+
+# How time_in_rounds (workloads.mlp_sm90) times, recorded in the results it measures ("timing"):
+# results without it are timed one thing at a time, a block of its own replays each.
+INTERLEAVED = "interleaved"
+
+
+def timing_words(how: str | None) -> str:
+    """How a result's rounds are timed (its "timing"), for its report."""
+    if how == INTERLEAVED:
+        return "interleaved rounds (one replay of each in turn, repeated; the order rotated from round to round)"
+    return "rounds, the order rotated from round to round"
+
+
+class Replay(NamedTuple):
+    """One thing time_launches times: `launches` enqueue one replay of it on a stream, one per input
+    set (a CUDA graph's launch each); its time counts `per` units (a graph of `per` MLPs back to
+    back: its time over per)."""
+    launches: tuple
+    per: int = 1
+
+
+def input_sets(seq: Sequence, replays: dict) -> list[int]:
+    """The input set of each launch of seq (keys of replays): the n-th takes its key's set n mod (its
+    sets), so two launches in a row read different sets wherever the keys have as many (none reads
+    weights the launch before it left in L2)."""
+    return [n % len(replays[k].launches) for n, k in enumerate(seq)]
+
+
+def time_launches(seq: Sequence, replays: dict, stream: cupy.cuda.Stream) -> list[float]:
+    """The time (us) of each launch of seq (keys of replays, in that order, on input_sets' sets),
+    every launch queued between two events on `stream` before one synchronize: the replays run back
+    to back, none holds a launch's CPU latency."""
+    starts = [cupy.cuda.Event() for _ in seq]
+    ends = [cupy.cuda.Event() for _ in seq]
+    for k, i, s, e in zip(seq, input_sets(seq, replays), starts, ends):
+        s.record(stream)
+        replays[k].launches[i](stream)
+        e.record(stream)
     stream.synchronize()
     return [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
 

@@ -31,7 +31,7 @@ decode_attention_chain.cuh).
 
 `cusyncgen bench attention --kernel sm90` measures every (model, B, S') of the sweep against the
 vendor chain a user would write (cuBLAS QKV linear -> the KV-cache append -> SDPA on each backend
--> cuBLAS output linear, in a CUDA graph; the fastest correct form), in alternating rounds, with the
+-> cuBLAS output linear, in a CUDA graph; the fastest correct form), in interleaved rounds, with the
 floor (weights and KV cache over the run's copy bandwidth); and the prompts of PROMPT_POINTS
 (AttentionPrompt: CUTLASS sm90 GeMMs and CUTLASS's Hopper FMHA forward reading Q, K, V straight from
 the QKV GeMM's output, runtime_cuda/sm90/fmha.cu; in stream order, PDL and each policy + PDL:
@@ -433,19 +433,22 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.lazy import cupy
     from cusyncgen.workloads.base import rel_err
+    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
 
     x, wqkv, wo = ins[:3]
     o_in = cupy.random.RandomState(M).standard_normal((M, heads(model) * D), dtype=cupy.float32).astype(cupy.float16)
 
-    def timed(run) -> float:
-        graph = timing.capture(run, stream)
-        return round(timing.median(timing.time_graphs([graph], stream, iters=iters)), 2)
+    def timed(runs: dict) -> dict:
+        """{key: run(stream)} each captured in a graph, all timed in one interleaved round (the same
+        clocks for every candidate: time_in_rounds): {key: us}."""
+        replays = {key: timing.Replay((timing.capture(run, stream).launch,)) for key, run in runs.items()}
+        return {key: round(t, 2) for key, t in time_in_rounds(replays, stream, iters, rounds=1)[0].items()}
 
     record, correct = {}, {}
     for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), gemm_shapes(model)):
         y = cupy.empty((M, n), dtype=cupy.float16)
         ref = a.astype(cupy.float32) @ w.astype(cupy.float32).T
-        times = {}
+        times, runs = {}, {}
         for e in candidates(M, n, k):
             g = gemm_engine(e, M, n, k)
             g.prepare(w)
@@ -457,9 +460,12 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
                 if err >= TOL:
                     times[e] = f"wrong: relative error {err:.3g}"
                 elif name == "qkv" or not in_block:
-                    times[e] = timed(lambda s, g=g: g.launch(s, a, w, y))
+                    runs[e] = lambda s, g=g: g.launch(s, a, w, y)
                 else:
                     times[e] = None   # timed in the block below
+        if runs:
+            with stream:
+                times.update(timed(runs))
         ok = [e for e, t in times.items() if not isinstance(t, str)]
         if not ok:
             raise CusyncError(f"{model} M={M}: no engine computed the {name} GeMM ({times})", None)
@@ -469,11 +475,8 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
     alone = record["qkv"]
     fastest = min(correct["qkv"], key=alone.get)
     tried = sorted((e for e in correct["qkv"] if alone[e] <= near * alone[fastest]), key=alone.get)
-    pairs = {}
     with stream:
-        for q in tried:
-            for e in correct["out"]:
-                pairs[(q, e)] = timed(in_block(q, e))
+        pairs = timed({(q, e): in_block(q, e) for q in tried for e in correct["out"]})
     chosen = min(pairs, key=pairs.get)
     record["out"] = {e: (pairs[(chosen[0], e)] if e in correct["out"] else t) for e, t in record["out"].items()}
     if len(tried) > 1:
@@ -499,19 +502,25 @@ def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tu
     return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block, near=QKV_NEAR)
 
 
-def form_timers(forms, iters: int, prefix: str) -> dict:
-    """{prefix + form: timer} of each checked form (baselines.VendorForms) in a CUDA graph; a form
-    that cannot be captured is skipped with the reason."""
-    from cusyncgen.cuda import baselines
-    timers = {}
-    for name, fn in forms.fns.items():
+def form_replays(forms_of_sets: list, prefix: str) -> dict:
+    """{prefix + form: timing.Replay} of each checked form (baselines.VendorForms, one per input set,
+    the first the one its row reports) in a CUDA graph on each set; a form that cannot be captured,
+    or failed on a set, is skipped with the reason."""
+    from cusyncgen.cuda import baselines, timing
+    replays = {}
+    first = forms_of_sets[0]
+    for name in first.fns:
         try:
-            g = baselines.graph_of(fn)
-        except Exception as exc:   # a form that cannot be captured is that form's failure
-            forms.skipped[name + "+graph"] = baselines.why_skipped(exc)
+            graphs = [baselines.graph_of(f.fns[name]) for f in forms_of_sets]
+        except KeyError:   # the form failed on another set
+            first.skipped[name + "+graph"] = "it did not run on every input set"
             continue
-        timers[prefix + name] = lambda g=g: baselines.replay_time(g, iters)
-    return timers
+        except Exception as exc:   # a form that cannot be captured is that form's failure
+            first.skipped[name + "+graph"] = baselines.why_skipped(exc)
+            continue
+        replays[prefix + name] = timing.Replay(baselines.replays_on(graphs))
+        first.errors[name] = max(f.errors[name] for f in forms_of_sets)   # its worst set
+    return replays
 
 
 def form_row(head: dict, config: str, forms, times: dict, prefix: str, rounds: int) -> dict:
@@ -535,7 +544,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     """Rows of one point: each ordering (checked against the float32 reference on poisoned outputs
     and a poisoned append position) on each GeMM's fastest engine (choose_engines; or `engines`),
     the vendor (its fastest correct form in a CUDA graph) and the floor. Ours and the vendor's forms
-    are timed in alternating rounds (the order rotated a round)."""
+    are timed in interleaved rounds (mlp_sm90.time_in_rounds)."""
     from cusyncgen.cuda import timing
     from cusyncgen.workloads.mlp_sm90 import time_in_rounds
 
@@ -564,7 +573,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
         for a, o in zip(sets[1:], outs[1:]):   # each operand set's first launch outside the capture
             blk.run(stream, cfg, *a, *o)
         graphs = [timing.capture(lambda s, a=a, o=o: blk.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
-        timers[cfg] = lambda g=graphs: timing.median(timing.time_graphs(g, stream, iters=iters))
+        timers[cfg] = timing.Replay(tuple(g.launch for g in graphs))
         sp = blk.parts[1].split
         rows[cfg] = {**head, "config": cfg, "correct": err < TOL and appended, "rel_err": err, "appended": appended,
                      "splits": f"{sp.splits} x {sp.chunk} keys",
@@ -572,10 +581,9 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
         if record is not None:
             rows[cfg]["engine_us"] = record
     forms = vendor_forms(blk, sets[0], ref)
-    timers.update(form_timers(forms, iters, "vendor:"))
-    warm = next(iter(timers.values()))
-    warm()
-    times, rounds = time_in_rounds(timers)
+    forms1 = vendor_forms(blk, sets[1], blk.reference(*sets[1]))   # a graph on each set, as ours
+    timers.update(form_replays([forms, forms1], "vendor:"))
+    times, rounds = time_in_rounds(timers, stream, iters)
     stream.synchronize()
     late = blk.timed_out()
     out = []
@@ -595,7 +603,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
 def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> dict:
     """Every model at generation (B of sizes, default GEN_B, x S' of GEN_SP) and at prompt
     processing (PROMPT_POINTS, causal and not; with sizes, the points whose B S is among them)."""
-    from cusyncgen.cuda import baselines, driver
+    from cusyncgen.cuda import baselines, driver, timing
     from cusyncgen.cuda.lazy import cupy
 
     models = models.split(",") if isinstance(models, str) else list(models or MODELS)
@@ -631,7 +639,7 @@ def bench(models=None, sizes=None, iters: int = 30, progress: bool = True) -> di
                   f"correct={all(r['correct'] for r in pr)} [{time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
     # the attention stage alone (ours, SDPA's) is not a configuration of the block: its own list
     return {"device": driver.device_name(), "workload": "attention", "kernel": "sm90", "vendor": VENDOR,
-            "ceilings": ceil, "rows": rows, "stage": stages}
+            "ceilings": ceil, "timing": timing.INTERLEAVED, "rows": rows, "stage": stages}
 
 
 # ---- the prompt: CUTLASS sm90 GeMMs and CUTLASS's Hopper FMHA (runtime_cuda/sm90/fmha.cu)
@@ -969,7 +977,7 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
     configuration (PROMPT_SYNCED) on the fastest QKV engine the .dep describes (qkv_sync_cols),
     each checked against float32 on poisoned outputs; the attention stage alone and SDPA alone (its
     fastest correct backend on contiguous q, k, v), the vendor chain (its fastest correct form in a
-    CUDA graph) and the floor; ours and the vendor's timed in alternating rounds (the two stages in
+    CUDA graph) and the floor; ours and the vendor's timed in interleaved rounds (the two stages in
     rounds of their own)."""
     from cusyncgen.cuda import baselines, timing
     from cusyncgen.workloads.mlp_sm90 import time_in_rounds
@@ -1001,10 +1009,10 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
         b.check_stages()
         errs[cfg] = rel(torch.from_dlpack(outs[2]), z_ref), rel(torch.from_dlpack(outs[1]), o_ref)
         g = timing.capture(lambda s, b=b, cfg=cfg: b.run(s, cfg, *ins, *outs), stream)
-        timers[cfg] = lambda g=g: timing.median(timing.time_graphs([g], stream, iters=iters))
+        timers[cfg] = timing.Replay((g.launch,))
     err, err_o = errs["StreamSync"]
     stage_graph = timing.capture(lambda s: blk.stage(s, outs[0], outs[1], outs[3]), stream)
-    stage_timers = {STAGE: lambda: timing.median(timing.time_graphs([stage_graph], stream, iters=iters))}
+    stage_timers = {STAGE: timing.Replay((stage_graph.launch,))}
     chain = baselines.VendorForms.check({f"torch+{n}": (lambda b=b: blk.vendor_fn(ins, b))
                                          for n, b in SDPA_BACKENDS.items()},
                                         lambda name, fn: rel(fn(), z_ref))
@@ -1012,12 +1020,12 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
     stage = baselines.VendorForms.check({f"{n}": (lambda b=b: blk.vendor_stage_fn(outs[0], b))
                                          for n, b in SDPA_BACKENDS.items()},
                                         lambda name, fn: rel(fn(), o4))
-    timers.update(form_timers(chain, iters, "chain:"))
-    stage_timers.update(form_timers(stage, iters, "stage:"))
-    times, rounds = time_in_rounds(timers)
+    timers.update(form_replays([chain], "chain:"))
+    stage_timers.update(form_replays([stage], "stage:"))
+    times, rounds = time_in_rounds(timers, stream, iters)
     # the stage alone and SDPA alone in rounds of their own, after the blocks' (docs/design.md,
     # "Attention at prompt processing": the stage timed among the blocks' graphs)
-    stage_times, stage_rounds = time_in_rounds(stage_timers)
+    stage_times, stage_rounds = time_in_rounds(stage_timers, stream, iters)
     times.update(stage_times)
     for b in (blk, blk_sync):
         if b is not None:
@@ -1078,13 +1086,14 @@ def prompt_markdown(rows: list[dict]) -> list[str]:
 
 def markdown(result: dict) -> str:
     """The bench page: per model, every point's orderings, the vendor and the floor."""
+    from cusyncgen.cuda import timing
     lines = [f"# attention (sm90 kernels) on {result['device']}", ""]
     if result.get("command"):
         lines += [f"Written by `{result['command']}`.", ""]
     ceil = result["ceilings"]
     lines += [f"Measured in this run: copy bandwidth {ceil['bandwidth'] / 1e12:.2f} TB/s (the floor: weights, KV "
               "cache and activations over it). Times: median of CUDA-graph replays, microseconds; ours and the "
-              "vendor's forms timed in alternating rounds. vendor+graph: the fastest correct of cuBLAS QKV linear -> "
+              f"vendor's forms timed in {timing.timing_words(result.get('timing'))}. vendor+graph: the fastest correct of cuBLAS QKV linear -> "
               "KV-cache append -> SDPA (each backend) -> cuBLAS output linear, in a CUDA graph (its form named).", ""]
     rows = [r for r in result["rows"] if r.get("phase", "generation") == "generation"]
     for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):

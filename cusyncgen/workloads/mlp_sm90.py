@@ -818,9 +818,7 @@ def choose(model: str, M: int, rows: list[dict]) -> dict:
 
 # Rounds of `confirm`, at least: each thing it times (the choice, the fastest stream order, each
 # vendor form) takes every position of the round equally often (confirm_rounds: a multiple of their
-# number). A GPU that slows down within a round -- clocks under a power limit at large M -- would
-# otherwise favour whatever runs first: the same configuration timed first and second once read
-# 1809 against 1953 us at GPT-3 M = 4096 on an H100.
+# number).
 CONFIRM_ROUNDS = 6
 
 
@@ -835,17 +833,30 @@ def rotations(keys: list, rounds: int) -> list[list]:
     return [keys[r % len(keys):] + keys[:r % len(keys)] for r in range(rounds)]
 
 
-def time_in_rounds(timers: dict) -> tuple[dict, int]:
-    """{key: timer() -> us} timed in confirm_rounds(len(timers)) rounds, the order rotated from round
-    to round: ({key: the median over the rounds}, the number of rounds)."""
+def time_in_rounds(replays: dict, stream, iters: int, rounds: int | None = None, measure=None) -> tuple[dict, int]:
+    """{key: timing.Replay} timed in `rounds` rounds (default confirm_rounds(len(replays))), interleaved: a round is
+    `iters` steps, each step one replay of every key in the round's order (rotated from round to
+    round), each replay between two events. So every key runs under the same clocks: under the
+    power cap the SM clock swings between about 1.4 and 2.0 GHz within a few hundred milliseconds,
+    and a key timed in a block of its own replays after a lighter phase (a slow vendor form) read
+    12% faster than the same kernels timed after a heavy one (docs/design.md, "Timing under the
+    power cap"). measure(seq, replays, stream) -> the us of each launch of seq (timing.time_launches;
+    a test passes its own). Returns ({key: the median over the rounds of each round's median
+    replay, over its per}, the number of rounds)."""
     import statistics
-    keys = list(timers)
-    rounds = confirm_rounds(len(keys))
-    times: dict = {k: [] for k in keys}
+
+    from cusyncgen.cuda import timing
+    measure = measure or timing.time_launches
+    keys = list(replays)
+    rounds = rounds or confirm_rounds(len(keys))
+    measure([k for k in keys for _ in range(2)], replays, stream)   # warm-up: graph uploads, first launches
+    got: dict = {k: [] for k in keys}
     for order in rotations(keys, rounds):
-        for k in order:
-            times[k].append(timers[k]())
-    return {k: float(statistics.median(v)) for k, v in times.items()}, rounds
+        seq = order * iters
+        us = measure(seq, replays, stream)
+        for k in keys:
+            got[k].append(statistics.median(t for s, t in zip(seq, us) if s == k) / replays[k].per)
+    return {k: float(statistics.median(v)) for k, v in got.items()}, rounds
 
 
 def vendor_confirmed(times: dict, forms) -> dict:
@@ -962,26 +973,16 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
             chains[k] = timing.capture(back_to_back, stream)
     stream.synchronize()
     forms, vgraphs, vchains = vendor_graphs(mine.model, sets, refs, chain=CONFIRM_CHAIN)
-    def ours(gs, per: int = 1):   # a timer: the median replay of graphs `gs` in turn, over `per` MLPs
-        def timer():
-            with stream:
-                return timing.median(timing.time_graphs(gs, stream, iters=iters)) / per
-        return timer
-
-    def vendor(g, per: int = 1):
-        def timer():
-            stream.synchronize()
-            return baselines.replay_time(g, iters) / per
-        return timer
-
-    timers = {k: ours(g) for k, g in graphs.items()}
-    timers.update({("chain", k): ours([g], CONFIRM_CHAIN) for k, g in chains.items()})
-    timers.update({("vendor", name): vendor(g) for name, g in vgraphs.items()})
-    timers.update({("vendor-chain", name): vendor(g, CONFIRM_CHAIN) for name, g in vchains.items()})
-    times, rounds = time_in_rounds(timers)
+    timers = {k: timing.Replay(tuple(g.launch for g in gs)) for k, gs in graphs.items()}
+    timers.update({("chain", k): timing.Replay((g.launch,), CONFIRM_CHAIN) for k, g in chains.items()})
+    timers.update({("vendor", name): timing.Replay(baselines.replays_on(g)) for name, g in vgraphs.items()})
+    timers.update({("vendor-chain", name): timing.Replay(baselines.replays_on(g), CONFIRM_CHAIN)
+                   for name, g in vchains.items()})
+    times, rounds = time_in_rounds(timers, stream, iters)
     out = confirm_fields(times, forms, same)
     errs["vendor"] = out.pop("vendor_rel_err")
-    out.update(rounds=rounds, correct=all(e < TOL for e in errs.values()), rel_err=max(errs.values()))
+    out.update(rounds=rounds, timing=timing.INTERLEAVED, correct=all(e < TOL for e in errs.values()),
+               rel_err=max(errs.values()))
     out.update(sets=len(sets), floor_us=round(sm80.floor_us(mine.model, M, baselines.ceilings()), 2))
     return out
 
