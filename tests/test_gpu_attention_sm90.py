@@ -197,7 +197,9 @@ def prompt_errors(blk, outs, refs):
     ("gpt3", 2, 512, True, ("128x144x64", "128x128x64")),
     ("gpt3", 2, 512, True, ("128x192x64 splitK2@132", "128x128x64")),
     ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x256x64")),
-    ("llama", 1, 1024, False, ("64x128x64", "128x128x64"))])         # 64-row QKV tiles: PDL only
+    ("llama", 1, 1024, False, ("64x128x64", "128x128x64")),          # 64-row QKV tiles: PDL only
+    ("gpt3", 1, 1024, True, ("128x192x64tma", "256x128x64tma")),     # the output GeMM's 256 rows wait on 4 O tiles
+    ("llama", 1, 576, False, ("256x128x64", "256x128x64"))])         # 256-row QKV tiles: PDL only
 def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S, causal, engines):
     """Every configuration of the prompt (PDL, each policy + PDL: the FMHA waiting for the QKV
     GeMM's tiles of its head and posting O's, the output GeMM waiting per head), on poisoned
@@ -216,7 +218,8 @@ def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S,
     assert blk.timed_out() is None
 
 
-@pytest.mark.parametrize("engines", [("128x128x64", "128x128x64"), ("128x192x64 splitK2@132", "128x256x64")])
+@pytest.mark.parametrize("engines", [("128x128x64", "128x128x64"), ("128x192x64 splitK2@132", "128x256x64"),
+                                     ("128x192x64tma", "256x128x64tma")])
 def test_prompt_configurations_stay_correct_over_launches_and_replays(engines):
     blk = W.AttentionPrompt("gpt3", 1, 1024, True, engines)
     ins, outs = blk.buffers(seed=9), blk.outputs()

@@ -15,7 +15,8 @@ ours (the fastest engines above, the FMHA, stream order) and the vendor's (cuBLA
 cuBLAS): what the block costs beyond its kernels.
 
 Each form is a CUDA graph of 5 launches over five input sets (weights too: none read from L2 twice),
-timed in rounds that rotate over the forms; the median per form. Every form's output is checked
+timed in interleaved rounds (mlp_sm90.time_in_rounds: one replay of each form in turn, the order
+rotated from round to round; every form under the same clocks); the median per form. Every form's output is checked
 against a float32 product on a poisoned output. The floor beside each is the GeMM's FLOPs over the
 same run's cuBLAS rate at 8192^3 (baselines.ceilings).
 
@@ -56,16 +57,6 @@ def _on(tstream, fn) -> None:
         fn()
 
 
-class _Replay:
-    """A torch CUDA graph replayed on the timing stream (timing.time_graphs' launch(stream))."""
-
-    def __init__(self, graph, tstream):
-        self.graph, self.tstream = graph, tstream
-
-    def launch(self, stream) -> None:
-        _on(self.tstream, self.graph.replay)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cusyncgen.commands.prompt_gemms",
                                  description="The attention block's GeMMs at prompt sizes against cuBLAS and stock "
@@ -95,7 +86,7 @@ def main(argv=None) -> int:
 
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.workloads.base import rel_err
-    from cusyncgen.workloads.mlp_sm90 import rotations
+    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
 
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -144,13 +135,9 @@ def main(argv=None) -> int:
                                         stream=s.ptr)
                     check(label, lambda s, stock=stock: stock(s, 0))
                     forms[label] = lambda s, stock=stock: [stock(s, i) for i in range(SETS)]
-                graphs = {k: timing.capture(f, stream) for k, f in forms.items()}
-                graphs["cublas"] = _Replay(tg, tstream)
-                res = {k: [] for k in graphs}
-                for order in rotations(list(graphs), args.rounds):
-                    for k in order:
-                        res[k].append(timing.median(timing.time_graphs([graphs[k]], stream, iters=10)) / SETS)
-                t = {k: timing.median(v) for k, v in res.items()}
+                graphs = {k: timing.Replay((timing.capture(f, stream).launch,), SETS) for k, f in forms.items()}
+                graphs["cublas"] = timing.Replay(baselines.replays_on(tg), SETS)
+                t, _ = time_in_rounds(graphs, stream, 10, rounds=args.rounds)
                 for k, e in errs.items():
                     if e >= A.TOL:
                         wrong += 1
@@ -173,13 +160,13 @@ def main(argv=None) -> int:
         print("\n## The block's edges: each kernel alone, the block, and the block less the kernels alone\n")
         print("Ours: the QKV GeMM and the output GeMM on their fastest engines above, CUTLASS's FMHA, in stream "
               "order; the vendor's: cuBLAS, SDPA (cuDNN backend) on the QKV GeMM's strided views, cuBLAS. Each "
-              "a CUDA graph of one block (or one kernel), replayed back to back, rotating rounds.\n")
+              "a CUDA graph of one block (or one kernel), timed in interleaved rounds.\n")
         print("| model | M | ours: QKV, attention, out alone (us) | ours: block (us) | block - alone | "
               "vendor: QKV, SDPA, out alone (us) | vendor: block (us) | block - alone | rel err (ours, vendor) |")
         print("|---|---|---|---|---|---|---|---|---|")
         for model in models:
             for M in edges_M:
-                wrong += _edges(model, M, (chosen[(model, "QKV", M)], chosen[(model, "out", M)]), stream, tstream,
+                wrong += _edges(model, M, (chosen[(model, "QKV", M)], chosen[(model, "out", M)]), stream,
                                 args.rounds)
     if wrong:
         print(f"prompt_gemms: {wrong} form(s) off the float32 reference", file=sys.stderr)
@@ -187,7 +174,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _edges(model: str, M: int, engines: tuple, stream, tstream, rounds: int) -> int:
+def _edges(model: str, M: int, engines: tuple, stream, rounds: int) -> int:
     """One row of the edges table (a prompt of M tokens, one sequence); returns the number of wrong
     blocks (0 or more)."""
     import torch
@@ -195,7 +182,7 @@ def _edges(model: str, M: int, engines: tuple, stream, tstream, rounds: int) -> 
 
     from cusyncgen.cuda import baselines, timing
     from cusyncgen.workloads import attention_sm90 as A
-    from cusyncgen.workloads.mlp_sm90 import rotations
+    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
 
     blk = A.AttentionPrompt(model, 1, M, False, engines)
     ins, outs = blk.buffers(seed=M), blk.outputs()
@@ -221,23 +208,22 @@ def _edges(model: str, M: int, engines: tuple, stream, tstream, rounds: int) -> 
     sdpa()
     graphs = {}
     for key, parts in (("Q", "Q"), ("F", "F"), ("O", "O"), ("QFO", "QFO")):
-        graphs[key] = timing.capture(lambda s, parts=parts: [ours[p](s) for p in parts], stream)
+        g = timing.capture(lambda s, parts=parts: [ours[p](s) for p in parts], stream)
+        graphs[key] = timing.Replay((g.launch,))
     for key, parts in (("vQ", ["vQ"]), ("vS", ["vS"]), ("vO", ["vO"]), ("vQSO", ["vQ", "vS", "vO"])):
-        graphs[key] = _Replay(baselines.graph_of(lambda parts=parts: [vendor[p]() for p in parts]), tstream)
+        g = baselines.graph_of(lambda parts=parts: [vendor[p]() for p in parts])
+        graphs[key] = timing.Replay(baselines.replays_on(g))
     for o_ in outs[:3]:
         o_.fill(float("nan"))
     Z.fill_(float("nan"))
+    torch.cuda.synchronize()
     with stream:
-        graphs["QFO"].launch(stream)
-        graphs["vQSO"].launch(stream)
+        graphs["QFO"].launches[0](stream)
+        graphs["vQSO"].launches[0](stream)
     stream.synchronize()
     z_ref, _ = blk.reference(*ins)
     err = (A.rel(torch.from_dlpack(z), z_ref), A.rel(Z, z_ref))
-    res = {k: [] for k in graphs}
-    for order in rotations(list(graphs), rounds):
-        for k in order:
-            res[k].append(timing.median(timing.time_graphs([graphs[k]], stream, iters=20)))
-    t = {k: timing.median(v) for k, v in res.items()}
+    t, _ = time_in_rounds(graphs, stream, 20, rounds=rounds)
     alone, valone = t["Q"] + t["F"] + t["O"], t["vQ"] + t["vS"] + t["vO"]
     print(f"| {model} | {M} | {t['Q']:.1f}, {t['F']:.1f}, {t['O']:.1f} | {t['QFO']:.1f} | {t['QFO'] - alone:+.1f} | "
           f"{t['vQ']:.1f}, {t['vS']:.1f}, {t['vO']:.1f} | {t['vQSO']:.1f} | {t['vQSO'] - valone:+.1f} | "

@@ -662,10 +662,12 @@ def prompt_label(model: str, causal: bool, B: int = 1) -> str:
 
 
 def prompt_engines_for(M: int, N: int, K: int) -> list[str]:
-    """The CUTLASS sm90 tile configs of an M x N x K GeMM of the prompt: 128-row tiles, and 64-row
-    ones up to PROMPT_SMALL_TILE_MAX_M rows (more tiles to fill the SMs), whose BN divides N (the
-    TMA-store epilogue from 256 rows on), with split-K where auto_splits finds one."""
-    return tile_engines(M, N, K, lambda c, bm: (bm == 128 or (bm == 64 and M <= PROMPT_SMALL_TILE_MAX_M))
+    """The CUTLASS sm90 tile configs of an M x N x K GeMM of the prompt: 128- and 256-row tiles (the
+    output GeMM's fastest: cuBLAS's tile there too), and 64-row ones up to PROMPT_SMALL_TILE_MAX_M
+    rows (more tiles to fill the SMs), whose BN divides N (the TMA-store epilogue from 256 rows on),
+    with split-K where auto_splits finds one. The synchronized configurations take the QKV GeMM on
+    128-row tiles only (qkv_sync_cols); the output GeMM waits on O's 64-row tiles from any."""
+    return tile_engines(M, N, K, lambda c, bm: (bm in (128, 256) or (bm == 64 and M <= PROMPT_SMALL_TILE_MAX_M))
                         and not c.endswith("c2") and not (c.endswith("tma") and M < 256))
 
 
