@@ -170,6 +170,22 @@ def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, cap
     assert "of the sm90 kernels, not sm80" in capsys.readouterr().err
 
 
+def test_the_qkv_gemm_lets_the_fmha_launch_early_only_where_it_can_work_early():
+    from cusyncgen.cuda import sm90
+    one, tail = sm90.NO_SPLIT, sm90.Split(2, 132)
+    # PDL alone: the FMHA waits for the whole GeMM, so never
+    assert not W.qkv_triggers("PDL", "128x192x64tma", 4096, 4608, one, sms=132)
+    # synchronized: where the GeMM's CTAs take more than two items each (32 x 24 = 768 tiles at 4096
+    # tokens, 16 x 24 = 384 at 2048), not one (96 tiles at 512 tokens) or two (192 tiles with 60 of
+    # them split in two: 252 items; 256 tiles of 128x144)
+    assert W.qkv_triggers("TileSync+PDL", "128x192x64tma", 4096, 4608, one, sms=132)
+    assert W.qkv_triggers("StridedSync+PDL", "128x192x64tma", 2048, 4608, one, sms=132)
+    assert not W.qkv_triggers("RowSync+PDL", "128x192x64", 1024, 4608, tail, sms=132)
+    assert not W.qkv_triggers("TileSync+PDL", "128x192x64tma", 512, 4608, one, sms=132)
+    assert not W.qkv_triggers("TileSync+PDL", "128x144x64", 512, 4608, one, sms=132)   # 128 tiles, one wave
+    assert not W.qkv_triggers("TileSync+PDL", "128x144x64", 1024, 4608, one, sms=132)  # 256 tiles
+
+
 def test_prompt_tiles_fit_their_gemms_and_bad_prompts_are_refused():
     for model in W.MODELS:
         for n, k in W.AttentionPrompt(model, 1, 1024).gemm_shapes():

@@ -853,6 +853,30 @@ def qkv_sync_cols(engine: str, heads: int) -> int:
     return bn if 2 * bn >= D and (3 * heads * D) % bn == 0 else 0
 
 
+# The QKV GeMM lets the FMHA launch early where its CTAs take more than this many items each
+# (qkv_triggers): at 1.9 a CTA (GPT-3, 1024 tokens) the early launch cost 11 us, from 2.9 on
+# (2048-4096 tokens) the causal prompts' synchronized configurations gain 1.5-3.4% with it.
+QKV_TRIGGER_ROUNDS = 2
+
+
+def qkv_triggers(cfg: str, config: str, M: int, N: int, split, sms: int | None = None) -> bool:
+    """Whether the prompt's QKV GeMM lets the FMHA launch early (griddepcontrol.launch_dependents at
+    each CTA's start): only where the FMHA can work before the GeMM ends -- a synchronized
+    configuration whose GeMM CTAs take more than two work items each (QKV_TRIGGER_ROUNDS), so that
+    heads complete while later rounds are computed. An early launch the FMHA cannot use costs the
+    block 2-11 us at 512-1024 tokens (docs/design.md, "The PDL edges apart"); without it the FMHA
+    launches as the GeMM ends."""
+    from cusyncgen.cuda import sm90
+    if cfg == "PDL":
+        return False
+    if sms is None:
+        from cusyncgen.cuda import driver
+        sms = driver.sm_count()
+    X, Y = sm90.order_grid(config, M, N)
+    items = X * Y if split.S == 1 else split.start + (X * Y - split.start) * split.S
+    return items > QKV_TRIGGER_ROUNDS * sms
+
+
 def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int, heads_per_tile: int = 1) -> dict:
     """The .dep's Params of a prompt of B sequences of S tokens as the GeMMs see it: B S rows (one
     sequence of B S tokens: the waits are computed by the kernels per sequence, the policies only
@@ -897,7 +921,8 @@ def compiled_prompt(model: str, B: int, S: int, causal: bool, qkv_cols: int = D)
 class PromptChain:
     """One synchronized configuration of a prompt (AttentionPrompt.run): three launches, the FMHA
     and the output GeMM PDL-launched. "PDL": each waits for the whole previous grid
-    (griddepcontrol.wait). "<policy>+PDL": the QKV GeMM walks the compiled order and posts its tiles
+    (griddepcontrol.wait); the QKV GeMM lets the FMHA launch early only where qkv_triggers says.
+    "<policy>+PDL": the QKV GeMM walks the compiled order and posts its tiles
     (depQK's policy), the FMHA's load warps wait for their head's tiles and its warp groups post O's
     (depT2's, on O tiles of FMHA_O_ROWS rows x one head), the output GeMM's load warp waits per
     head's k-tiles (runtime_cuda/cusync/sm90/fmha_sync.h). Each configuration has its own
@@ -953,7 +978,8 @@ class PromptChain:
             wait_kw = dict(ticket=self.tickets.data.ptr + 8, timeout_ns=int(timeout_ns),
                            debug=self.debug.data.ptr + self.debug.strides[0])
         self.sync = sync
-        self.plans = (sm90.Plan(c1, [g1], flags=F.PDL_TRIGGER), sm90.Plan(c2, [g2], flags=g2_flags, **wait_kw))
+        g1_flags = F.PDL_TRIGGER if qkv_triggers(cfg, c1, M, n1, p1.split) else F.NONE
+        self.plans = (sm90.Plan(c1, [g1], flags=g1_flags), sm90.Plan(c2, [g2], flags=g2_flags, **wait_kw))
         self.args = (qkv.data.ptr, o.data.ptr, lse.data.ptr)
 
     def launch(self, stream) -> None:
