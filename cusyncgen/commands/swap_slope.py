@@ -12,7 +12,12 @@ rounds that rotate over the graphs, the median of each. Two tables:
 
 Every graph's output of the first weight set is checked against a float32 product.
 
+With --ncu it times nothing: each shape of NCU_SHAPES launched once per weight set (two sets), for
+Nsight Compute to read the DRAM side of each launch from a cold L2 (docs/design.md, "The DRAM side"):
+
     python -m cusyncgen.commands.swap_slope [--M 64] [--rounds 7]
+    ncu --clock-control none --cache-control all --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,\
+        gpu__time_duration.sum,dram__bytes_read.sum python -m cusyncgen.commands.swap_slope --ncu
 """
 from __future__ import annotations
 
@@ -31,6 +36,9 @@ SLOPE = [("llama-ep first, SwiGLU", 5504, 8192, "swiglu", "64x64x128sw1"),
 STRIDE = [(5504, 8192), (5504, 8256), (5504, 8704), (6144, 12288), (6144, 12352), (8192, 4096), (8192, 4160),
           (12288, 6144), (12288, 6208)]
 CONFIG = "64x64x128sw1"
+# (N, K, config): 86, 96, 128 and 192 tiles on CONFIG, and 86 on 64-deep k-blocks
+NCU_SHAPES = [(5504, 8192, CONFIG), (6144, 12288, CONFIG), (8192, 4096, CONFIG), (12288, 6144, CONFIG),
+              (5504, 8192, "64x64x64sw1")]
 
 
 def main(argv=None) -> int:
@@ -39,6 +47,8 @@ def main(argv=None) -> int:
                                              "CuPy, torch and the sm90 library needed.")
     ap.add_argument("--M", type=int, default=64, help="tokens (1-64, default 64)")
     ap.add_argument("--rounds", type=int, default=7, help="rotating timing rounds (default 7)")
+    ap.add_argument("--ncu", action="store_true", help="no timing: each NCU_SHAPES shape launched once per weight "
+                                                        "set, to run under Nsight Compute")
     args = ap.parse_args(argv)
     if not 1 <= args.M <= 64:
         ap.error("--M: tokens from 1 to 64 (the swapped GeMM's decode sizes)")
@@ -55,6 +65,8 @@ def main(argv=None) -> int:
     from cusyncgen.workloads.mlp_sm90 import rotations
 
     M = args.M
+    if args.ncu:
+        return _launches(M)
     bw = baselines.ceilings()["bandwidth"]
     stream = cupy.cuda.Stream(non_blocking=True)
     epilogues = {"identity": sm90.EPI_IDENTITY, "gelu": sm90.EPI_GELU_TANH, "swiglu": sm90.EPI_SWIGLU_ROWS}
@@ -125,6 +137,27 @@ def main(argv=None) -> int:
     if bad:
         print(f"swap_slope: {bad} GeMM(s) off the float32 reference", file=sys.stderr)
         return 1
+    return 0
+
+
+def _launches(M: int) -> int:
+    """--ncu: one launch of each NCU_SHAPES shape per weight set (identity epilogue, PDL off)."""
+    import cupy
+
+    from cusyncgen.cuda import sm90
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for N, K, config in NCU_SHAPES:
+        rs = cupy.random.RandomState(N + K)
+        x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
+        group = sm90.swap_tile(config).group
+        ws = [sm90.swap_pack((rs.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16), group)
+              for _ in range(2)]
+        y = cupy.empty((M, N), dtype=cupy.float16)
+        cupy.cuda.Device().synchronize()   # the inputs, made on the legacy stream
+        for w in ws:
+            sm90.swap_gemm(config, sm90.EPI_IDENTITY, w.data.ptr, x.data.ptr, y.data.ptr, M, N, K, stream=stream.ptr)
+        stream.synchronize()
+        print(f"{N} x {K} on {config}: {N // 64} tiles, launched once per weight set", flush=True)
     return 0
 
 
