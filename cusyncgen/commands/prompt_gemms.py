@@ -16,8 +16,8 @@ cuBLAS): what the block costs beyond its kernels.
 
 Each form is a CUDA graph of 5 launches over five input sets (weights too: none read from L2 twice),
 timed in interleaved rounds (mlp_sm90.time_in_rounds: one replay of each form in turn, the order
-rotated from round to round; every form under the same clocks); the median per form. Every form's output is checked
-against a float32 product on a poisoned output. The floor beside each is the GeMM's FLOPs over the
+rotated from round to round; every form under the same clocks); the median per form. Every form's
+output is checked against a float32 product on a poisoned output. The floor beside each is the GeMM's FLOPs over the
 same run's cuBLAS rate at 8192^3 (baselines.ceilings).
 
     python -m cusyncgen.commands.prompt_gemms [--M 512,1024,2048,4096] [--rounds 5]

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from cusyncgen import files
-from cusyncgen.cuda import timing
 from cusyncgen.commands.bench import check_kernel, command_line, command_note, slug
+from cusyncgen.cuda import timing
 from cusyncgen.errors import CusyncError
 from cusyncgen.workloads.base import STREAM_ORDER, VENDOR, family  # noqa: F401  (the API)
 from cusyncgen.workloads.mlp import MODELS, SIZES as SWEEP, MlpTiles, Tiles, default_tiles, tile_candidates  # noqa: F401

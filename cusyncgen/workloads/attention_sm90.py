@@ -1121,8 +1121,9 @@ def markdown(result: dict) -> str:
     ceil = result["ceilings"]
     lines += [f"Measured in this run: copy bandwidth {ceil['bandwidth'] / 1e12:.2f} TB/s (the floor: weights, KV "
               "cache and activations over it). Times: median of CUDA-graph replays, microseconds; ours and the "
-              f"vendor's forms timed in {timing.timing_words(result.get('timing'))}. vendor+graph: the fastest correct of cuBLAS QKV linear -> "
-              "KV-cache append -> SDPA (each backend) -> cuBLAS output linear, in a CUDA graph (its form named).", ""]
+              f"vendor's forms timed in {timing.timing_words(result.get('timing'))}. vendor+graph: the fastest "
+              "correct of cuBLAS QKV linear -> KV-cache append -> SDPA (each backend) -> cuBLAS output linear, in a "
+              "CUDA graph (its form named).", ""]
     rows = [r for r in result["rows"] if r.get("phase", "generation") == "generation"]
     for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):
         lines += [f"## {model} generation", "", "| B | S' | StreamSync | PDL | best policy config | time | vendor+graph | "
