@@ -199,7 +199,8 @@ def prompt_errors(blk, outs, refs):
     ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x256x64")),
     ("llama", 1, 1024, False, ("64x128x64", "128x128x64")),          # 64-row QKV tiles: PDL only
     ("gpt3", 1, 1024, True, ("128x192x64tma", "256x128x64tma")),     # the output GeMM's 256 rows wait on 4 O tiles
-    ("llama", 1, 576, False, ("256x128x64", "256x128x64"))])         # 256-row QKV tiles: PDL only
+    ("llama", 1, 576, False, ("256x128x64", "256x128x64")),          # 256-row QKV tiles: PDL only
+    ("gpt3", 4, 512, True, ("128x192x64tma", "128x192x64tma"))])     # 384 QKV tiles: the FMHA waits on them
 def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S, causal, engines):
     """Every configuration of the prompt (PDL, each policy + PDL: the FMHA waiting for the QKV
     GeMM's tiles of its head and posting O's, the output GeMM waiting per head), on poisoned
@@ -215,6 +216,10 @@ def test_the_prompt_pdl_and_synchronized_configurations_are_correct(model, B, S,
             prompt_step(blk, cfg, ins, outs, stream)
             err, err_o = prompt_errors(blk, outs, refs)
             assert err < W.TOL and err_o < W.TOL, (cfg, err, err_o)
+        if cfg not in W.PROMPT_ORDERINGS:   # the FMHA waits on the QKV tiles where it launches early, else on PDL
+            p1 = blk.parts[0]
+            early = W.qkv_triggers(cfg, p1.config, blk.M, blk.gemm_shapes()[0][0], p1.split)
+            assert bool(blk.chain(cfg, (*ins, *outs)).sync.in_sems) == early, cfg
     assert blk.timed_out() is None
 
 
@@ -240,7 +245,8 @@ def test_prompt_configurations_stay_correct_over_launches_and_replays(engines):
 
 
 def test_a_prompt_wait_that_cannot_be_met_times_out_naming_the_stage():
-    blk = W.AttentionPrompt("llama", 1, 512, False, ("128x128x64", "128x128x64"), timeout_ns=50_000_000)
+    # 4 x 512 tokens: 384 QKV tiles, so that the FMHA waits on them (qkv_triggers)
+    blk = W.AttentionPrompt("llama", 4, 512, False, ("128x128x64", "128x128x64"), timeout_ns=50_000_000)
     ins, outs = blk.buffers(seed=4), blk.outputs()
     chain = W.PromptChain(blk, "StridedSync+PDL", ins + outs, blk.timeout_ns)
     chain.sync.in_policy.extent[0] *= 2   # each head's semaphore now waits for 6 tiles' posts: 3 never come

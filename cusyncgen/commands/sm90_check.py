@@ -461,7 +461,9 @@ PROMPT_SANITIZER_CASES = (("llama", 1, 200, True, ONE_HEAD), ("gpt3", 2, 136, Fa
                           ("gpt3", 1, 384, True, ("128x144x64", "128x128x64")),
                           ("llama", 1, 576, True, ("128x192x64tma splitK3@0", "128x128x64pp")),
                           # the output GeMM on 256-row tiles, each waiting on four of O's 64-row tiles
-                          ("gpt3", 1, 512, True, ("128x192x64tma", "256x128x64tma")))
+                          ("gpt3", 1, 512, True, ("128x192x64tma", "256x128x64tma")),
+                          # 384 QKV tiles (three rounds): the FMHA waits on them (qkv_triggers)
+                          ("llama", 2, 1024, True, ONE_HEAD))
 
 
 def attention_sanitizer_target(a, log: Log) -> list[str]:

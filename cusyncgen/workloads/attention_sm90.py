@@ -922,10 +922,11 @@ class PromptChain:
     """One synchronized configuration of a prompt (AttentionPrompt.run): three launches, the FMHA
     and the output GeMM PDL-launched. "PDL": each waits for the whole previous grid
     (griddepcontrol.wait); the QKV GeMM lets the FMHA launch early only where qkv_triggers says.
-    "<policy>+PDL": the QKV GeMM walks the compiled order and posts its tiles
-    (depQK's policy), the FMHA's load warps wait for their head's tiles and its warp groups post O's
-    (depT2's, on O tiles of FMHA_O_ROWS rows x one head), the output GeMM's load warp waits per
-    head's k-tiles (runtime_cuda/cusync/sm90/fmha_sync.h). Each configuration has its own
+    "<policy>+PDL": where qkv_triggers says, the QKV GeMM walks the compiled order and posts its
+    tiles (depQK's policy) and the FMHA's load warps wait for their head's tiles; elsewhere the FMHA,
+    launched as the GeMM ends, waits on PDL. Its warp groups post O's tiles (depT2's, on O tiles of
+    FMHA_O_ROWS rows x one head), and the output GeMM's load warp waits per head's k-tiles
+    (runtime_cuda/cusync/sm90/fmha_sync.h). Each configuration has its own
     semaphores, tickets and debug records (zeroed once, never reset: the epochs advance)."""
 
     def __init__(self, blk: "AttentionPrompt", cfg: str, arrays: tuple, timeout_ns: int):
@@ -968,9 +969,12 @@ class PromptChain:
                                   f"the block has {(X1, Y1, 1)} and {(NH, M // rows, 1)}", None)
             self.sems = (cupy.zeros(max(1, dq.num_sems), dtype=cupy.uint32),
                          cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
-            g1.order = sm90.order_desc(order)
-            g1.out_policy, g1.out_sems = dq, self.sems[0].data.ptr
-            sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, cols
+            if qkv_triggers(cfg, c1, M, n1, p1.split):   # the FMHA starts heads while the GeMM computes others
+                g1.order = sm90.order_desc(order)
+                g1.out_policy, g1.out_sems = dq, self.sems[0].data.ptr
+                sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, cols
+            else:   # it launches as the GeMM ends: its semaphore polls would only cost (2-4 us), PDL's wait
+                sync.flags |= F.PDL_WAIT.value
             sync.out_policy, sync.out_sems = dt, self.sems[1].data.ptr
             sync.ticket = self.tickets.data.ptr
             g2.in_policy, g2.in_sems, g2.in_tile_n, g2.in_tile_m = dt, self.sems[1].data.ptr, D, rows
