@@ -368,8 +368,7 @@ def tune_tables(run: Run, base: Path) -> list[str]:
                      f"| {n} of {len(cs)} |")
     confirmed = [c for c in choices if isinstance(c.get("confirm"), dict)]
     if confirmed:
-        how = ("interleaved" if all(c["confirm"].get("timing") == timing.INTERLEAVED for c in confirmed)
-               else "alternating")
+        how = "interleaved" if timing.how_timed(c["confirm"] for c in confirmed) else "alternating"
         lines += ["", "Re-measured (the choice, the fastest stream order and the vendor library + graph on "
                   f"fresh inputs, in {how} rounds: free of the selection among the candidates):", "",
                   "| model | over the vendor + graph, geomean over M >= 128 | faster than it | "

@@ -141,7 +141,7 @@ def confirm_table(cs: list) -> list:
     if not cs:
         return []
     rounds = sorted({c["confirm"].get("rounds", "") for c in cs}, key=str)
-    how = timing.INTERLEAVED if all(c["confirm"].get("timing") == timing.INTERLEAVED for c in cs) else None
+    how = timing.how_timed(c["confirm"] for c in cs)
     floors = any(c["confirm"].get("floor_us") for c in cs)   # the roofline floor, measured in the same run
     floor_head = (" floor (us) | chosen / floor |", "---|---|") if floors else ("", "")
     sets = sorted({c["confirm"].get("sets", 1) for c in cs})   # input sets replayed in turn

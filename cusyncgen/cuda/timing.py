@@ -42,6 +42,11 @@ def time_graphs(graphs: Sequence, stream: cupy.cuda.Stream, iters: int = 30, war
 INTERLEAVED = "interleaved"
 
 
+def how_timed(records) -> str | None:
+    """INTERLEAVED where every record (a result's dict) says so in its "timing", else None."""
+    return INTERLEAVED if all(r.get("timing") == INTERLEAVED for r in records) else None
+
+
 def timing_words(how: str | None) -> str:
     """How a result's rounds are timed (its "timing"), for its report."""
     if how == INTERLEAVED:

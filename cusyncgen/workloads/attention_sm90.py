@@ -873,8 +873,7 @@ def qkv_triggers(cfg: str, config: str, M: int, N: int, split, sms: int | None =
         from cusyncgen.cuda import driver
         sms = driver.sm_count()
     X, Y = sm90.order_grid(config, M, N)
-    items = X * Y if split.S == 1 else split.start + (X * Y - split.start) * split.S
-    return items > QKV_TRIGGER_ROUNDS * sms
+    return split.items(X * Y) > QKV_TRIGGER_ROUNDS * sms
 
 
 def prompt_dep_params(B: int, S: int, causal: bool, tile_m: int, heads_per_tile: int = 1) -> dict:
@@ -939,6 +938,7 @@ class PromptChain:
         M, NH = blk.M, blk.NH
         p1, p2 = blk.parts   # the engines' tile configs and split-K
         c1, c2 = p1.config, p2.config
+        early = qkv_triggers(cfg, c1, M, n1, p1.split)   # the FMHA launched early, waiting on the QKV tiles
         g1 = sm90.gemm_desc(x.data.ptr, wqkv.data.ptr, qkv.data.ptr, M, n1, k1, c1, splits=p1.split)
         g2 = sm90.gemm_desc(o.data.ptr, wo.data.ptr, z.data.ptr, M, n2, k2, c2, splits=p2.split)
         self.debug = cupy.zeros((2, ctypes.sizeof(sm90.Debug) // 4), dtype=cupy.int32)   # the FMHA's, g2's
@@ -969,7 +969,7 @@ class PromptChain:
                                   f"the block has {(X1, Y1, 1)} and {(NH, M // rows, 1)}", None)
             self.sems = (cupy.zeros(max(1, dq.num_sems), dtype=cupy.uint32),
                          cupy.zeros(max(1, dt.num_sems), dtype=cupy.uint32))
-            if qkv_triggers(cfg, c1, M, n1, p1.split):   # the FMHA starts heads while the GeMM computes others
+            if early:   # the FMHA starts heads while the GeMM computes others
                 g1.order = sm90.order_desc(order)
                 g1.out_policy, g1.out_sems = dq, self.sems[0].data.ptr
                 sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, cols
@@ -982,7 +982,7 @@ class PromptChain:
             wait_kw = dict(ticket=self.tickets.data.ptr + 8, timeout_ns=int(timeout_ns),
                            debug=self.debug.data.ptr + self.debug.strides[0])
         self.sync = sync
-        g1_flags = F.PDL_TRIGGER if qkv_triggers(cfg, c1, M, n1, p1.split) else F.NONE
+        g1_flags = F.PDL_TRIGGER if early else F.NONE
         self.plans = (sm90.Plan(c1, [g1], flags=g1_flags), sm90.Plan(c2, [g2], flags=g2_flags, **wait_kw))
         self.args = (qkv.data.ptr, o.data.ptr, lse.data.ptr)
 

@@ -17,6 +17,10 @@ class Split(NamedTuple):
     def __str__(self) -> str:
         return str(self.S) if self.S == 1 or self.start == 0 else f"{self.S}@{self.start}"
 
+    def items(self, tiles: int) -> int:
+        """The work items of a GeMM of `tiles` tiles under this split."""
+        return tiles if self.S == 1 else self.start + (tiles - self.start) * self.S
+
 
 NO_SPLIT = Split()
 
