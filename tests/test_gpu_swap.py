@@ -26,7 +26,8 @@ if ok:
     from cusyncgen.workloads.mlp import TOL
 
 MODELS = ("gpt3", "llama-ep")
-CONFIGS = ("16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1", "64x64x64sw1", "64x64x128sw1", "64x96x64xa")
+CONFIGS = ("16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1", "64x64x64sw1", "64x64x128sw1", "64x96x64xa",
+           "16x64x64sw1s10k2", "16x64x64sw1s10k3", "64x64x64sw1s6k2", "64x64x64sw1s6k3")
 
 
 def _gelu(v):
@@ -117,6 +118,8 @@ def test_bad_shapes_are_refused():
     with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # Y's rows not 16-byte aligned
         sm90.swap_gemm("16x64x128sw1", sm90.EPI_SWIGLU_ROWS, w2.data.ptr, x.data.ptr, y2.data.ptr + 2, 4, 128, 64,
                        ldy=72)
+    with pytest.raises(sm90.Sm90Error, match="shape not supported"):   # one k-block: none for a second split
+        sm90.swap_gemm("16x64x64sw1s10k2", sm90.EPI_IDENTITY, w2.data.ptr, x.data.ptr, y.data.ptr, 4, 128, 64, ldy=128)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -138,10 +141,13 @@ def test_every_configuration_is_correct(model, M):
 
 @pytest.mark.parametrize("model,M,tiles,cfg", [
     (model, M, (), cfg) for model, M in (("gpt3", 16), ("llama-ep", 64)) for cfg in ("PDL/swap", "RowSync+Chain/swap")
-] + [("gpt3", 64, tiles, "PDL/swap") for tiles in (("64x96x64xa", "64x96x64xa"), ("64x96x64xa", "64x64x128sw1"))])
+] + [("gpt3", 64, tiles, "PDL/swap") for tiles in (("64x96x64xa", "64x96x64xa"), ("64x96x64xa", "64x64x128sw1"))]
+  + [("llama-ep", 16, ("16x64x64sw1s10k3", "16x64x64sw1s10k2"), "PDL/swap"),
+     ("gpt3", 40, ("64x64x64sw1s6k2", "64x64x64sw1s6k3"), "StreamSync/swap")])
 def test_pdl_and_the_chain_stay_correct_over_launches_and_replays(model, M, tiles, cfg):
     """The wide form (X as the A operand) on both GeMMs and beside a swapped second GeMM, in PDL: it
-    has no one-launch chain."""
+    has no one-launch chain; nor has the K split over a cluster (its clusters' barriers and DSMEM sums
+    over 1000 launches and 100 replays)."""
     mlp = S.MLPSwap(model, M, *tiles)
     stream = cupy.cuda.Stream()
     x, w1, w2 = mlp.buffers(seed=11)
@@ -181,5 +187,5 @@ def test_a_bench_point_has_the_swapped_rows():
     rows = S.measure_point("llama-ep", 16, 3, stream, seed=1)
     assert {(r["config"], r["tiles"]) for r in rows} == {
         (c, S.tiles_label(*p)) for c in ("StreamSync/swap", "PDL/swap") for p in S.tile_pairs(16, model="llama-ep")} | {
-        ("RowSync+Chain/swap", S.tiles_label(c)) for c in S.tile_configs(16)}
+        ("RowSync+Chain/swap", S.tiles_label(c)) for c in S.tile_configs(16) if sm90.swap_tile(c).chains}
     assert all(r["correct"] and r["tile_cfg"]["kernel"] == "swap" for r in rows), rows

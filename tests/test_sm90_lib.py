@@ -41,7 +41,7 @@ def test_python_reads_configs_def_as_the_preprocessor_does(tmp_path):
 int main() {
 #define CUSYNC_SM90_TILE(NAME, BM, BN, BK, PP, EPI) std::printf("tile %s %d %d %d %d %d\n", #NAME, BM, BN, BK, PP, EPI);
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) std::printf("stock %s %d %d %d\n", #NAME, BM, BN, BK);
-#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, S, XA) std::printf("swap %s %d %d %d %d %d %d\n", #NAME, BT, BW, BK, CW, S, XA);
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, S, XA, KS) std::printf("swap %s %d %d %d %d %d %d %d\n", #NAME, BT, BW, BK, CW, S, XA, KS);
 #include "configs.def"
 #if defined(CUSYNC_SM90_TILE) || defined(CUSYNC_SM90_STOCK) || defined(CUSYNC_SM90_SWAP)
   std::printf("not undefined\n");
@@ -50,7 +50,7 @@ int main() {
 """)
     want = [f"tile {t.name} {t.BM} {t.BN} {t.BK} {int(t.pingpong)} {t.epi_cols}" for t in sm90.TILES]
     want += [f"stock {s.name} {s.BM} {s.BN} {s.BK}" for s in sm90.STOCK_TILES]
-    want += [f"swap {s.name} {s.BT} {s.BW} {s.BK} {s.CW} {s.stages} {int(s.xa)}" for s in sm90.SWAP_TILES]
+    want += [f"swap {s.name} {s.BT} {s.BW} {s.BK} {s.CW} {s.stages} {int(s.xa)} {s.KS}" for s in sm90.SWAP_TILES]
     assert out.splitlines() == want
     assert sm90.CONFIGS == W.CONFIGS == tuple(t.name for t in sm90.TILES)
     assert "128x192x64tma" in sm90.CONFIGS and sm90.STOCK_CONFIGS == ("128x128x64", "128x256x64")
@@ -65,10 +65,12 @@ def test_every_instantiation_and_table_comes_from_configs_def():
                           | {f"stock_{c}" for c in sm90.STOCK_CONFIGS} | {f"swap_{c}" for c in sm90.SWAP_CONFIGS})
     assert units["swap_16x64x128sw1"] == ("swap.cu", [
         "-DCUSYNC_SM90_SWAP_FN=swap_16x64x128sw1", "-DCUSYNC_SM90_BT=16", "-DCUSYNC_SM90_BW=64", "-DCUSYNC_SM90_BK=128",
-        "-DCUSYNC_SM90_CW=1", "-DCUSYNC_SM90_STAGES=0", "-DCUSYNC_SM90_XA=0"])
-    assert units["swap_16x64x64sw1s10"][1][-2] == "-DCUSYNC_SM90_STAGES=10"
+        "-DCUSYNC_SM90_CW=1", "-DCUSYNC_SM90_STAGES=0", "-DCUSYNC_SM90_XA=0", "-DCUSYNC_SM90_KS=1"])
+    assert units["swap_16x64x64sw1s10"][1][-3] == "-DCUSYNC_SM90_STAGES=10"
     assert units["swap_64x96x64xa"][1][2:] == ["-DCUSYNC_SM90_BW=96", "-DCUSYNC_SM90_BK=64", "-DCUSYNC_SM90_CW=1",
-                                               "-DCUSYNC_SM90_STAGES=0", "-DCUSYNC_SM90_XA=1"]
+                                               "-DCUSYNC_SM90_STAGES=0", "-DCUSYNC_SM90_XA=1", "-DCUSYNC_SM90_KS=1"]
+    assert units["swap_16x64x64sw1s10k3"][1][-3:] == ["-DCUSYNC_SM90_STAGES=10", "-DCUSYNC_SM90_XA=0",
+                                                     "-DCUSYNC_SM90_KS=3"]
     assert units["fmha"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=0"])
     assert units["fmha_sync"] == ("fmha.cu", ["-DCUSYNC_FMHA_SYNC=1"])
     assert units["config_128x192x64tma"] == ("config.cu", [
@@ -82,32 +84,45 @@ def test_every_instantiation_and_table_comes_from_configs_def():
 def test_a_configs_line_is_checked_where_it_is_read():
     one = "CUSYNC_SM90_TILE(128x128x64, 128, 128, 64, 0, 0)\n"
     tiles, stock, swap = sm90.parse_configs(one + "CUSYNC_SM90_STOCK(128x256x64, 128, 256, 64)\n"
-                                            "CUSYNC_SM90_SWAP(16x64x128sw2, 16, 64, 128, 2, 0, 0)\n")
+                                            "CUSYNC_SM90_SWAP(16x64x128sw2, 16, 64, 128, 2, 0, 0, 1)\n")
     assert tiles == (sm90.Tile("128x128x64", 128, 128, 64),) and stock == (sm90.StockTile("128x256x64", 128, 256, 64),)
     assert swap == (sm90.SwapTile("16x64x128sw2", 16, 64, 128, 2),)
-    assert sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2s10, 16, 64, 64, 2, 10, 0)\n")[2][0].stages == 10
+    assert sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2s10, 16, 64, 64, 2, 10, 0, 1)\n")[2][0].stages == 10
     # the wide form (XA 1): X as A, 64 token rows, any multiple of 16 weight rows, clusters of one
-    wide = sm90.parse_configs(one + "CUSYNC_SM90_SWAP(64x96x64xas4, 64, 96, 64, 1, 4, 1)\n")[2][0]
+    wide = sm90.parse_configs(one + "CUSYNC_SM90_SWAP(64x96x64xas4, 64, 96, 64, 1, 4, 1, 1)\n")[2][0]
     assert (wide.xa, wide.group, wide.stages) == (True, 96, 4)
     assert wide.fits(6144, 12288) and not wide.fits(5504, 8192) and not wide.fits(8192, 2752)
-    for bad, what in (("64x96x64xa, 64, 96, 64, 2, 0, 1", "CW 1"), ("32x96x64xa, 32, 96, 64, 1, 0, 1", "BT 64"),
-                      ("64x72x64xa, 64, 72, 64, 1, 0, 1", "multiple of 16"),
-                      ("64x96x64sw1, 64, 96, 64, 1, 0, 0", "BW 64"),
-                      ("64x64x64sw1, 64, 64, 64, 1, 0, 1", "fields name it 64x64x64xa")):
+    for bad, what in (("64x96x64xa, 64, 96, 64, 2, 0, 1, 1", "CW 1"), ("32x96x64xa, 32, 96, 64, 1, 0, 1, 1", "BT 64"),
+                      ("64x72x64xa, 64, 72, 64, 1, 0, 1, 1", "multiple of 16"),
+                      ("64x96x64sw1, 64, 96, 64, 1, 0, 0, 1", "BW 64"),
+                      ("64x64x64sw1, 64, 64, 64, 1, 0, 1, 1", "fields name it 64x64x64xa")):
+        with pytest.raises(sm90.Sm90Error, match=what):
+            sm90.parse_configs(one + f"CUSYNC_SM90_SWAP({bad})\n")
+    # a K split over a cluster (KS > 1): 64-row tiles, clusters of the splits only, no one-launch chain
+    split = sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw1s10k2, 16, 64, 64, 1, 10, 0, 2)\n")[2][0]
+    assert (split.KS, split.group, split.chains) == (2, 64, False)
+    assert split.fits(3072, 8192) and not split.fits(3072 + 32, 8192) and not split.fits(3072, 64)
+    assert split.fits(3072, 72) and sm90.SwapTile("64x64x64sw1", 64, 64, 64, 1).chains
+    assert not sm90.SwapTile("16x64x64sw2", 16, 64, 64, 2).chains and not wide.chains
+    for bad, what in (("16x64x64sw2k2, 16, 64, 64, 2, 0, 0, 2", "CW 1"),
+                      ("64x96x64sw1k2, 64, 96, 64, 1, 0, 0, 2", "BW 64"),
+                      ("64x96x64xak2, 64, 96, 64, 1, 0, 1, 2", "no split"),
+                      ("16x64x64sw1k9, 16, 64, 64, 1, 0, 0, 9", "2-8 CTAs"),
+                      ("16x64x64sw1, 16, 64, 64, 1, 0, 0, 2", "fields name it 16x64x64sw1k2")):
         with pytest.raises(sm90.Sm90Error, match=what):
             sm90.parse_configs(one + f"CUSYNC_SM90_SWAP({bad})\n")
     with pytest.raises(sm90.Sm90Error, match="x.def:2: not a CUSYNC_SM90_SWAP line"):
-        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(64x96x64xa, 64, 96, 64, 1, 0, 2)\n", "x.def")
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(64x96x64xa, 64, 96, 64, 1, 0, 2, 1)\n", "x.def")
     with pytest.raises(sm90.Sm90Error, match="fields name it 32x64x128sw2"):
-        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x128sw2, 32, 64, 128, 2, 0, 0)\n")
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x128sw2, 32, 64, 128, 2, 0, 0, 1)\n")
     with pytest.raises(sm90.Sm90Error, match="fields name it 16x64x64sw2s6"):
-        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 6, 0)\n")
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 6, 0, 1)\n")
     with pytest.raises(sm90.Sm90Error, match="x.def:2: swap config 12x64x64sw2: BT a multiple of 8"):
-        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(12x64x64sw2, 12, 64, 64, 2, 0, 0)\n", "x.def")
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(12x64x64sw2, 12, 64, 64, 2, 0, 0, 1)\n", "x.def")
     with pytest.raises(sm90.Sm90Error, match="x.def:2: not a CUSYNC_SM90_SWAP line"):
         sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 0)\n", "x.def")
     with pytest.raises(sm90.Sm90Error, match="a swap config is listed twice"):
-        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 0, 0)\n" * 2)
+        sm90.parse_configs(one + "CUSYNC_SM90_SWAP(16x64x64sw2, 16, 64, 64, 2, 0, 0, 1)\n" * 2)
     assert sm90.parse_configs("CUSYNC_SM90_TILE(64x128x64pp, 64, 128, 64, 1, 0)\n")[0][0].pingpong
     with pytest.raises(sm90.Sm90Error, match="its fields name it 128x256x64"):
         sm90.parse_configs("CUSYNC_SM90_TILE(128x128x64, 128, 256, 64, 0, 0)\n")
@@ -256,7 +271,7 @@ namespace cusync_sm90 {
   }
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) \
   int stock_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t) { return 0; }
-#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, S, XA)                                                           \
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, S, XA, KS)                                                       \
   int swap_##NAME(int e, const void*, const void*, void*, int, int N, int, int, int, cudaStream_t) {             \
     return e > CUSYNC_SM90_EPI_GELU_TANH && e != CUSYNC_SM90_EPI_SWIGLU_ROWS ? CUSYNC_SM90_BAD_ARGUMENT          \
            : N % (BW * CW)                                                 ? CUSYNC_SM90_BAD_SHAPE              \
@@ -266,7 +281,7 @@ namespace cusync_sm90 {
                         int, uint32_t* sync, long long, cudaStream_t) {                                         \
     return e > CUSYNC_SM90_EPI_GELU_TANH && e != CUSYNC_SM90_EPI_SWIGLU_ROWS ? CUSYNC_SM90_BAD_ARGUMENT          \
            : sync == nullptr                                               ? CUSYNC_SM90_BAD_ARGUMENT           \
-           : XA                                                            ? CUSYNC_SM90_BAD_CONFIG             \
+           : XA || KS > 1                                                  ? CUSYNC_SM90_BAD_CONFIG             \
            : N1 % BW || N2 % BW                                            ? CUSYNC_SM90_BAD_SHAPE              \
                                                                            : 0;                                 \
   }
@@ -386,8 +401,12 @@ def test_the_loader_reads_the_tables_and_checks_the_layouts(loaded):
     sm90.swap_gemm("64x96x64xa", sm90.EPI_SWIGLU_ROWS, 1, 2, 3, 64, 192, 256)   # the stub's: 0
     with pytest.raises(sm90.Sm90Error, match=r"swapped GeMM 64x96x64xa \(64 x 256 x 256\): shape not supported"):
         sm90.swap_gemm("64x96x64xa", sm90.EPI_IDENTITY, 1, 2, 3, 64, 256, 256)
-    with pytest.raises(sm90.Sm90Error, match="the one-launch chain runs on the swapped tiles, not the wide form"):
+    with pytest.raises(sm90.Sm90Error, match="the one-launch chain runs on the swapped tiles of one CTA, not the wide"):
         sm90.swap_mlp("64x96x64xa", sm90.EPI_IDENTITY, 1, 2, 3, 4, 5, 64, 192, 256, 192, sync=6)
+    # a K split over a cluster: a GeMM, no one-launch chain
+    sm90.swap_gemm("16x64x64sw1s10k2", sm90.EPI_IDENTITY, 1, 2, 3, 16, 192, 256)   # the stub's: 0
+    with pytest.raises(sm90.Sm90Error, match="or a K split over a cluster"):
+        sm90.swap_mlp("16x64x64sw1s10k2", sm90.EPI_IDENTITY, 1, 2, 3, 4, 5, 16, 192, 256, 192, sync=6)
     assert sm90.chain_timed_out([0] * sm90.CHAIN_SYNC_WORDS, "c") == ""
     assert "tile 41 of the launch" in sm90.chain_timed_out([0, 0, 0, 0, 0, 42, 3, 0], "c")
     with pytest.raises(sm90.Sm90Error, match=r"swapped GeMM 16x64x128sw1 \(16 x 96 x 256\): shape not supported"):

@@ -414,6 +414,9 @@ def test_the_overhead_benchmark_has_an_sm90_family_on_one_producer_wave():
 
 def test_the_swapped_gemm_points_and_their_names():
     from cusyncgen.workloads import mlp_swap
+    # the K splits over a cluster are the attention's (fewer weight tiles than SMs), not the MLP's candidates
+    assert sm90.swap_configs_for(1) == ["16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1", "16x64x64sw1s10k2",
+                                        "16x64x64sw1s10k3"]
     assert mlp_swap.tile_configs(1) == ["16x64x128sw1", "16x64x64sw1s10", "32x64x64sw1"]
     assert mlp_swap.tile_configs(17) == ["32x64x64sw1", "64x64x64sw1", "64x64x128sw1", "64x96x64xa"]
     assert mlp_swap.tile_configs(64) == ["64x64x64sw1", "64x64x128sw1", "64x96x64xa"]
@@ -421,6 +424,8 @@ def test_the_swapped_gemm_points_and_their_names():
     assert len(mlp_swap.tile_pairs(64)) == 9 and len(mlp_swap.tile_pairs(64, model="gpt3")) == 9
     assert mlp_swap.tile_pairs(64, model="llama-ep") == [(a, b) for a in mlp_swap.tile_configs(64)[:2]
                                                          for b in mlp_swap.tile_configs(64)[:2]]
+    split = mlp_swap.MLPSwap("llama-ep", 64, "64x64x64sw1s6k2")   # runs where it is named: no one-launch chain
+    assert [c.name for c in split.configs()] == ["StreamSync/swap", "PDL/swap"]
     wide = mlp_swap.MLPSwap("gpt3", 64, "64x96x64xa", "64x64x128sw1")
     assert [c.name for c in wide.configs()] == ["StreamSync/swap", "PDL/swap"]   # no one-launch chain
     assert [c.name for c in mlp_swap.MLPSwap("gpt3", 64, "64x96x64xa").configs()] == ["StreamSync/swap", "PDL/swap"]

@@ -41,9 +41,13 @@ CHAIN = "RowSync+Chain"
 
 
 def tile_configs(M: int, configs=None) -> list[str]:
-    """The swapped GeMM's tile configs a point at M rows runs on (sm90.swap_configs_for)."""
+    """The swapped GeMM's tile configs a point at M rows runs on (sm90.swap_configs_for), but the K
+    splits over a cluster (SwapTile.KS > 1): they are for weights of fewer 64-row tiles than SMs (the
+    attention's QKV GeMM); each of the MLPs' GeMMs (86-192 tiles) alone measured 4-53% slower split
+    than not, and a tune sweep over them picked a split by its noise (docs/design.md, "Token
+    generation"). MLPSwap runs one where it is named."""
     from cusyncgen.cuda import sm90
-    return sm90.swap_configs_for(M, configs)
+    return [c for c in sm90.swap_configs_for(M, configs) if sm90.swap_tile(c).KS == 1]
 
 
 def tile_pairs(M: int, configs=None, model: str | None = None) -> list[tuple[str, str]]:
@@ -143,13 +147,12 @@ class MLPSwap(sm80.MLPOperands):
 
     def configs(self) -> list[SwapConfig]:
         """StreamSync and PDL; RowSync+Chain where both GeMMs run on one swapped config (of clusters
-        of one: the chain reads the weights packed by its tile's rows; not the wide form)."""
+        of one: the chain reads the weights packed by its tile's rows; not the wide form or a K split)."""
         return [SwapConfig(o) for o in ORDERINGS if o != CHAIN or self._chains()]
 
     def _chains(self) -> bool:
         from cusyncgen.cuda import sm90
-        t = sm90.swap_tile(self.config)
-        return self.config2 == self.config and t.group == t.BW and not t.xa
+        return self.config2 == self.config and sm90.swap_tile(self.config).chains
 
     def buffers(self, seed: int | None = None):
         """The sm90 MLP's operands, and the packed copies of its weights the launches read (made now,

@@ -31,7 +31,7 @@ struct SwapEntry {
   cusync_sm90::SwapMlpFn mlp;
 };
 const SwapEntry kSwap[] = {
-#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES, XA) {#NAME, cusync_sm90::swap_##NAME, cusync_sm90::swap_##NAME##_mlp},
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES, XA, KS) {#NAME, cusync_sm90::swap_##NAME, cusync_sm90::swap_##NAME##_mlp},
 #include "configs.def"
 };
 

@@ -32,7 +32,7 @@ using SwapMlpFn = int (*)(int epilogue1, const void* W1, const void* X, void* Y,
   int plan_##NAME(const CusyncSm90Gemm*, int, unsigned long long*, int, int, long long, CusyncSm90Debug*, PlanBase**);
 #define CUSYNC_SM90_STOCK(NAME, BM, BN, BK) \
   int stock_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
-#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES, XA)                                              \
+#define CUSYNC_SM90_SWAP(NAME, BT, BW, BK, CW, STAGES, XA, KS)                                              \
   int swap_##NAME(int, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);         \
   int swap_##NAME##_mlp(int, const void*, const void*, void*, const void*, void*, int, int, int, int, int, int, \
                         uint32_t*, long long, cudaStream_t);

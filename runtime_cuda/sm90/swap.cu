@@ -1,6 +1,6 @@
 // The swapped GeMM of token generation, compiled once per CUSYNC_SM90_SWAP line of configs.def: the
 // build passes -DCUSYNC_SM90_SWAP_FN=swap_<NAME> -DCUSYNC_SM90_BT=.. -DCUSYNC_SM90_BW=..
-// -DCUSYNC_SM90_BK=.. -DCUSYNC_SM90_CW=.. -DCUSYNC_SM90_STAGES=.. -DCUSYNC_SM90_XA=..
+// -DCUSYNC_SM90_BK=.. -DCUSYNC_SM90_CW=.. -DCUSYNC_SM90_STAGES=.. -DCUSYNC_SM90_XA=.. -DCUSYNC_SM90_KS=..
 //
 // Y[M, N] = epilogue(X[M, K] W[N, K]^T) at M <= 64 rows, computed as Y^T = W X^T: CUTLASS's stock
 // sm90 GemmUniversal (TMA warp-specialized, one consumer warp group, TMA epilogue) with the weight as
@@ -25,6 +25,10 @@
 // 96 fits them in 64 and 128, and X's tile is read once for BW weight rows, not 64. Its load warp
 // issues every stage's weight (B) tiles before griddepcontrol.wait likewise.
 //
+// KS > 1 (swap_splitk.cuh): a 64-row tile's K split over a cluster of KS CTAs, the partial sums
+// added in the first CTA's shared memory before its epilogue (every epilogue from registers), so that
+// a narrow weight (fewer 64-row tiles than SMs) streams on KS times as many SMs.
+//
 // Epilogues: identity and GeLU-tanh through CUTLASS's TMA epilogue; SwiGLU (CUSYNC_SM90_EPI_SWIGLU_ROWS)
 // through RegisterEpilogue below (SwigluRows, SwigluCols), for a weight whose gate and up rows
 // interleave by 8 so that each thread's accumulator holds both rows of a pair.
@@ -45,9 +49,11 @@
 #include "cusync/sm90/collective.h"
 #include "sm90_api.h"
 #include "swap_chain.cuh"
+#include "swap_splitk.cuh"
 
 #if !defined(CUSYNC_SM90_SWAP_FN) || !defined(CUSYNC_SM90_BT) || !defined(CUSYNC_SM90_BW) || \
-    !defined(CUSYNC_SM90_BK) || !defined(CUSYNC_SM90_CW) || !defined(CUSYNC_SM90_STAGES) || !defined(CUSYNC_SM90_XA)
+    !defined(CUSYNC_SM90_BK) || !defined(CUSYNC_SM90_CW) || !defined(CUSYNC_SM90_STAGES) || !defined(CUSYNC_SM90_XA) || \
+    !defined(CUSYNC_SM90_KS)
 #error "swap.cu is compiled once per CUSYNC_SM90_SWAP line of configs.def, its fields given with -D (see above)"
 #endif
 #if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
@@ -62,8 +68,10 @@ namespace {
 // M x N / 2 halves, a few hundred KB at decode). Store::apply(problem_shape, blk_coord, acc,
 // tiled_mma, thread_idx, y, ldy, smem) writes one tile; smem is the kernel's tensor storage, the
 // mainloop's stages and the epilogue's in one union (the non-persistent kernel), free once every
-// consumer warp's wgmmas are done.
-template <class Layout, class Store>
+// consumer warp's wgmmas are done. KS > 1: the tile's K split over a cluster (swap_splitk.cuh); the
+// epilogue's shared storage, KS - 1 partial sums of PARTIAL floats a thread of the warp group, shares
+// that union, and only the cluster's first CTA stores the sum.
+template <class Layout, class Store, int KS = 1, int PARTIAL = 0>
 struct RegisterEpilogue
     : cutlass::epilogue::collective::DefaultEpilogue<
           cutlass::half_t, cutlass::detail::TagToStrideC_t<Layout>, cutlass::detail::TagToStrideC_t<Layout>,
@@ -74,7 +82,11 @@ struct RegisterEpilogue
       cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 1, float, float>,
       cutlass::epilogue::NoSmemWarpSpecialized>;
   using typename Base::Params;
-  using typename Base::SharedStorage;
+  struct SplitStorage {
+    alignas(128) float partial[(KS > 1 ? KS - 1 : 1) * (PARTIAL > 0 ? PARTIAL : 1) * cutlass::NumThreadsPerWarpGroup];
+  };
+  using SharedStorage = cute::conditional_t<KS == 1, typename Base::SharedStorage, SplitStorage>;
+  static_assert(KS == 1 || PARTIAL > 0);
 
   CUTLASS_HOST_DEVICE
   RegisterEpilogue(Params const& params, SharedStorage const& = SharedStorage()) : Base(params), out_(params) {}
@@ -86,8 +98,20 @@ struct RegisterEpilogue
                                  int thread_idx, char* smem) {
     // Y's token stride: the column-major Y^T's second mode, the row-major Y's first
     const int64_t ldy = cute::get<cute::is_same_v<Layout, cutlass::layout::ColumnMajor> ? 1 : 0>(out_.dD);
-    Store::template apply<BlockShapeMNK>(problem_shape_mnkl, blk_coord_mnkl, acc, tiled_mma, thread_idx, out_.ptr_D,
-                                         ldy, smem);
+    if constexpr (KS == 1) {
+      Store::template apply<BlockShapeMNK>(problem_shape_mnkl, blk_coord_mnkl, acc, tiled_mma, thread_idx, out_.ptr_D,
+                                           ldy, smem);
+    } else {
+      static_assert(decltype(cute::size(acc))::value == PARTIAL);
+      auto sum = cute::make_fragment_like(acc);
+      cute::copy(acc, sum);
+      if (!cluster_reduce<KS>(sum, thread_idx, smem)) return;
+      // the first split's tile as the real problem's (the group's one tile, blk m = 0)
+      auto blk = cute::make_coord(0, cute::get<1>(blk_coord_mnkl), cute::get<2>(blk_coord_mnkl),
+                                  cute::get<3>(blk_coord_mnkl));
+      Store::template apply<BlockShapeMNK>(split_real_problem<KS>(problem_shape_mnkl), blk, sum, tiled_mma,
+                                           thread_idx, out_.ptr_D, ldy, smem);
+    }
   }
 
  private:
@@ -142,6 +166,22 @@ struct SwigluRows {
   }
 };
 
+// A swapped 64-row tile stored from registers by epilogue EPI (store_swapped_tile, swap_chain.cuh: a
+// 2-byte store an output), the split's epilogue (KS > 1) after the cluster's sum.
+template <int BT, int EPI>
+struct SwappedRows {
+  template <class BlockShapeMNK, class ProblemShapeMNKL, class BlockCoordMNKL, class Acc, class TiledMma>
+  CUTLASS_DEVICE static void apply(ProblemShapeMNKL problem_shape_mnkl, BlockCoordMNKL blk_coord_mnkl, Acc const& acc,
+                                   TiledMma tiled_mma, int thread_idx, cutlass::half_t* y, int64_t ldy, char*) {
+    static_assert(cute::size<0>(BlockShapeMNK{}) == 64 && cute::size<1>(BlockShapeMNK{}) == BT);
+    // the packed weight's batches: tile m of batch l is weight tile l x (group rows / 64) + m
+    const int group = cute::get<0>(problem_shape_mnkl), batches = cute::get<3>(problem_shape_mnkl);
+    store_swapped_tile<BT>(EPI, acc, tiled_mma, thread_idx,
+                           cute::get<3>(blk_coord_mnkl) * (group / 64) + cute::get<0>(blk_coord_mnkl),
+                           cute::get<1>(blk_coord_mnkl), group * batches, cute::get<1>(problem_shape_mnkl), y, ldy);
+  }
+};
+
 // The wide tile (XA: Y = X W^T): the same weight order, which in wgmma's 64 x BW accumulator (tokens
 // x weight rows) puts a thread's gate column c (c % 16 < 8) at value i and its up column c + 8 at
 // value i + 4 (values (column pair, row + 8, column block)), so Y[t, 8 (c / 16) + c % 8] =
@@ -172,9 +212,9 @@ struct SwigluCols {
   }
 };
 
-template <class Store, class Layout>
+template <class Store, class Layout, int KS = 1, int PARTIAL = 0>
 using RegisterEpilogueOp =
-    cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<RegisterEpilogue<Layout, Store>>;
+    cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<RegisterEpilogue<Layout, Store, KS, PARTIAL>>;
 
 // CUTLASS's TMA epilogue of a tile shape, cluster shape and Y's layout (identity, GeLU).
 template <class TileShape, class ClusterShape, class Layout, class Fusion>
@@ -185,18 +225,26 @@ using TmaEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
 
 // The GeMM of a mainloop and epilogue: CUTLASS's stock collective of those layouts and tiles, its load
 // warp issuing every stage's weight tiles (A where kWeightA, else B) before the PDL wait. STAGES 0:
-// as many stages as shared memory holds beside the epilogue's.
-template <class LayoutA, class LayoutB, class TileShape, class ClusterShape, int STAGES, bool kWeightA, class Epi>
+// as many stages as shared memory holds beside the epilogue's (KS > 1: the epilogue's storage is the
+// split sums', which the non-persistent kernel's union puts over the stages). KS > 1: the problem's
+// M is KS tiles a batch, one tile's splits in a cluster (ClusterSplitK).
+template <class LayoutA, class LayoutB, class TileShape, class ClusterShape, int STAGES, bool kWeightA, class Epi,
+          int KS = 1>
 struct WeightFirstGemm {
   using Stages = cute::conditional_t<
-      STAGES == 0, cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
+      STAGES == 0,
+      cutlass::gemm::collective::StageCountAutoCarveout<KS == 1 ? static_cast<int>(sizeof(typename Epi::SharedStorage))
+                                                                : 0>,
       cutlass::gemm::collective::StageCount<(STAGES > 0 ? STAGES : 2)>>;
-  using Main = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
+  using Sync = cusync::sm90::SyncCollectiveMma<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, LayoutA, 8, cutlass::half_t, LayoutB, 8,
       float, TileShape, ClusterShape, Stages, cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp,
                                                cusync::NoSync, void, kWeightA, /*kWeightAhead=*/true>;
+  using Main = cute::conditional_t<KS == 1, Sync, ClusterSplitK<Sync, KS>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Main, Epi>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(KS == 1 || sizeof(typename Sync::TensorStorage) >= sizeof(typename Epi::SharedStorage),
+                "the split sums fit in the stages' shared memory");
 
   // One launch of problem (M, N, K, L) on A, B and D = Y (its strides given), triggering the next
   // grid at its start and, with pdl, waiting for the previous one after the weight's first loads.
@@ -226,11 +274,13 @@ struct WeightFirstGemm {
 
 // The swapped GeMM: (G, M, K, N / G), A = the packed W (G rows M-major a batch), B = X [M, K] K-major
 // in every batch, D = Y^T [G, M] column-major a batch, G columns of Y apart (ldy: Y's row stride).
-template <int BT, int BW, int BK, int CW, int STAGES, class Epi>
+// KS > 1: (KS G, M, K, N / G) to the kernel, G = BW (ClusterSplitK).
+template <int BT, int BW, int BK, int CW, int STAGES, class Epi, int KS = 1>
 int run_swapped(const void* W, const void* X, void* Y, int M, int N, int K, int ldy, bool pdl, cudaStream_t stream) {
   using namespace cute;
   using G_ = WeightFirstGemm<cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor, Shape<Int<BW>, Int<BT>, Int<BK>>,
-                       Shape<Int<CW>, _1, _1>, STAGES, /*kWeightA=*/true, Epi>;
+                       Shape<Int<CW>, _1, _1>, STAGES, /*kWeightA=*/true, Epi, KS>;
+  static_assert(KS == 1 || CW == 1, "the splits' cluster is the only one");
   using Kernel = typename G_::Kernel;
   constexpr int G = BW * CW;
   const int L = N / G;
@@ -240,7 +290,7 @@ int run_swapped(const void* W, const void* X, void* Y, int M, int N, int K, int 
   auto sD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(G, M, 1));
   get<1>(sD) = static_cast<int64_t>(ldy);
   get<2>(sD) = static_cast<int64_t>(G);
-  return G_::run({G, M, K, L}, W, sA, X, sB, Y, sD, pdl, stream);
+  return G_::run({KS * G, M, K, L}, W, sA, X, sB, Y, sD, pdl, stream);
 }
 
 // The wide form (XA): (M, G, K, N / G), A = X [M, K] K-major in every batch (batch stride 0), B = the
@@ -274,6 +324,7 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
                         cudaStream_t stream) {
   constexpr int BT = CUSYNC_SM90_BT, BW = CUSYNC_SM90_BW, BK = CUSYNC_SM90_BK, CW = CUSYNC_SM90_CW;
   constexpr int S = CUSYNC_SM90_STAGES;
+  [[maybe_unused]] constexpr int KS = CUSYNC_SM90_KS;
   const int n_out = epilogue == CUSYNC_SM90_EPI_SWIGLU_ROWS ? N / 2 : N;
   if (N % (BW * CW) != 0 || K % 8 != 0 || M < 1 || ldy < n_out || ldy % 8 != 0 || reinterpret_cast<uintptr_t>(Y) % 16)
     return CUSYNC_SM90_BAD_SHAPE;  // Y's rows 16-byte aligned: TMA's stores and the SwiGLU epilogue's
@@ -290,6 +341,23 @@ int CUSYNC_SM90_SWAP_FN(int epilogue, const void* W, const void* X, void* Y, int
     case CUSYNC_SM90_EPI_SWIGLU_ROWS:
       return run_wide<BW, BK, S, RegisterEpilogueOp<SwigluCols<BW>, Yr>>(W, X, Y, M, N, K, ldy, true, pdl != 0,
                                                                          stream);
+    default:
+      return CUSYNC_SM90_BAD_ARGUMENT;
+  }
+#elif CUSYNC_SM90_KS > 1
+  static_assert(CW == 1 && BW == 64, "the split tile: one consumer warp group's 64 rows, clusters of the splits");
+  constexpr int P = BT / 2;  // the warp group's accumulator floats a thread
+  using YT = cutlass::layout::ColumnMajor;
+  switch (epilogue) {
+    case CUSYNC_SM90_EPI_IDENTITY:
+      return run_swapped<BT, BW, BK, CW, S, RegisterEpilogueOp<SwappedRows<BT, CUSYNC_SM90_EPI_IDENTITY>, YT, KS, P>,
+                         KS>(W, X, Y, M, N, K, ldy, pdl != 0, stream);
+    case CUSYNC_SM90_EPI_GELU_TANH:
+      return run_swapped<BT, BW, BK, CW, S, RegisterEpilogueOp<SwappedRows<BT, CUSYNC_SM90_EPI_GELU_TANH>, YT, KS, P>,
+                         KS>(W, X, Y, M, N, K, ldy, pdl != 0, stream);
+    case CUSYNC_SM90_EPI_SWIGLU_ROWS:
+      return run_swapped<BT, BW, BK, CW, S, RegisterEpilogueOp<SwappedRows<BT, CUSYNC_SM90_EPI_SWIGLU_ROWS>, YT, KS, P>,
+                         KS>(W, X, Y, M, N, K, ldy, pdl != 0, stream);
     default:
       return CUSYNC_SM90_BAD_ARGUMENT;
   }
@@ -321,8 +389,8 @@ int CUSYNC_SM90_CAT(CUSYNC_SM90_SWAP_FN, _mlp)(int epilogue1, const void* W1, co
   if (epilogue1 != CUSYNC_SM90_EPI_SWIGLU_ROWS && epilogue1 != CUSYNC_SM90_EPI_GELU_TANH &&
       epilogue1 != CUSYNC_SM90_EPI_IDENTITY)
     return CUSYNC_SM90_BAD_ARGUMENT;
-#if CUSYNC_SM90_XA
-  return CUSYNC_SM90_BAD_CONFIG;  // the one-launch chain runs on the swapped tiles only
+#if CUSYNC_SM90_XA || CUSYNC_SM90_KS > 1
+  return CUSYNC_SM90_BAD_CONFIG;  // the one-launch chain runs on the swapped tiles of one CTA only
 #else
   return SwapChain<CUSYNC_SM90_BT, CUSYNC_SM90_BW, CUSYNC_SM90_BK, CUSYNC_SM90_STAGES>::run(
       epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy, ldz, sync, timeout_ns, stream);

@@ -107,9 +107,9 @@ def swap_mlp(config: str, epilogue1: int, W1: int, X: int, Y: int, W2: int, Z: i
     uint32 words of device memory, kept for every launch; timeout_ns > 0: a wait gives up after it
     (see chain_timed_out)."""
     lib = _swap_library(config)
-    if swap_tile(config).xa:
-        raise Sm90Error(f"swapped MLP chain {config}: the one-launch chain runs on the swapped tiles, not the wide "
-                        "form (X as the A operand)")
+    if not swap_tile(config).chains:
+        raise Sm90Error(f"swapped MLP chain {config}: the one-launch chain runs on the swapped tiles of one CTA, not "
+                        "the wide form (X as the A operand) or a K split over a cluster")
     cols = N1 // 2 if epilogue1 == EPI_SWIGLU_ROWS else N1
     lib.check(lib.dll.cusync_sm90_swap_mlp(config.encode(), epilogue1, W1, X, Y, W2, Z, M, N1, K1, N2, ldy or cols,
                                            ldz or N2, sync, timeout_ns, ctypes.c_void_p(stream)),

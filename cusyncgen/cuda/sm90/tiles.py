@@ -80,7 +80,8 @@ class SwapTile:
     BW weight rows x BK, the weight packed by groups of BW x CW rows (swap_pack), clusters of CW CTAs
     along a group's rows, `stages` pipeline stages (0: as many as shared memory holds). xa: the wide
     form, X as CUTLASS's A operand (BT = 64 token rows, wgmma's M) and the packed weight as B, so that
-    BW is any multiple of 16 (clusters of one)."""
+    BW is any multiple of 16 (clusters of one). KS > 1: a 64-row tile's K split over a cluster of KS
+    CTAs, the partial sums added in the first one's shared memory (swap_splitk.cuh), CW 1."""
 
     name: str
     BT: int
@@ -89,26 +90,37 @@ class SwapTile:
     CW: int
     stages: int = 0
     xa: bool = False
+    KS: int = 1
 
     def __post_init__(self):
         form = "xa" if self.xa else f"sw{self.CW}"
-        want = f"{self.BT}x{self.BW}x{self.BK}{form}" + (f"s{self.stages}" if self.stages else "")
+        want = (f"{self.BT}x{self.BW}x{self.BK}{form}" + (f"s{self.stages}" if self.stages else "")
+                + (f"k{self.KS}" if self.KS > 1 else ""))
         if self.name != want:
             raise Sm90Error(f"swap config {self.name}: its fields name it {want}")
         if self.stages == 1 or self.stages < 0:
             raise Sm90Error(f"swap config {self.name}: stages 0 (auto) or at least 2")
+        if not 1 <= self.KS <= 8:
+            raise Sm90Error(f"swap config {self.name}: KS 1 (no split) or a K split over 2-8 CTAs a cluster")
         if self.xa:
-            if self.BT != 64 or self.CW != 1 or self.BW % 16 or not 16 <= self.BW <= 256:
+            if self.BT != 64 or self.CW != 1 or self.BW % 16 or not 16 <= self.BW <= 256 or self.KS != 1:
                 raise Sm90Error(f"swap config {self.name}: the wide form (XA 1) has BT 64 (one warp group's token "
-                                "rows), CW 1 and BW a multiple of 16 up to 256")
-        elif self.BT % 8 or not 8 <= self.BT <= 256 or self.BW != 64 or self.CW not in (1, 2, 4):
+                                "rows), CW 1, BW a multiple of 16 up to 256 and no split")
+        elif self.KS > 1 and self.CW != 1:
+            raise Sm90Error(f"swap config {self.name}: a K split over a cluster has CW 1 (the cluster is the splits')")
+        if not self.xa and (self.BT % 8 or not 8 <= self.BT <= 256 or self.BW != 64 or self.CW not in (1, 2, 4)):
             raise Sm90Error(f"swap config {self.name}: BT a multiple of 8 up to 256, BW 64 (one consumer warp "
                             "group), CW 1, 2 or 4")
 
     def fits(self, N: int, K: int) -> bool:
         """Does an N x K weight run on it (swap.cu's check: its packed groups of rows divide N, K a
-        multiple of 8 for TMA)?"""
-        return N % self.group == 0 and K % 8 == 0
+        multiple of 8 for TMA, and a k-block for every split)?"""
+        return N % self.group == 0 and K % 8 == 0 and -(-K // self.BK) >= self.KS
+
+    @property
+    def chains(self) -> bool:
+        """Does it run the one-launch chain (swap_chain.cuh: 64-row tiles of one CTA, no split)?"""
+        return not self.xa and self.KS == 1 and self.group == 64
 
     @property
     def group(self) -> int:
@@ -120,7 +132,8 @@ class SwapTile:
         """swap.cu's -D flags for this configuration."""
         return [f"-DCUSYNC_SM90_SWAP_FN=swap_{self.name}", f"-DCUSYNC_SM90_BT={self.BT}",
                 f"-DCUSYNC_SM90_BW={self.BW}", f"-DCUSYNC_SM90_BK={self.BK}", f"-DCUSYNC_SM90_CW={self.CW}",
-                f"-DCUSYNC_SM90_STAGES={self.stages}", f"-DCUSYNC_SM90_XA={int(self.xa)}"]
+                f"-DCUSYNC_SM90_STAGES={self.stages}", f"-DCUSYNC_SM90_XA={int(self.xa)}",
+                f"-DCUSYNC_SM90_KS={self.KS}"]
 
 
 def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...], tuple[StockTile, ...],
@@ -139,10 +152,10 @@ def parse_configs(text: str, where: str = CONFIGS_DEF) -> tuple[tuple[Tile, ...]
                 name, bm, bn, bk = fields
                 stock.append(StockTile(name, int(bm), int(bn), int(bk)))
             else:
-                name, bt, bw, bk, cw, stages, xa = fields
+                name, bt, bw, bk, cw, stages, xa, ks = fields
                 if xa not in ("0", "1"):
                     raise ValueError(xa)
-                swap.append(SwapTile(name, int(bt), int(bw), int(bk), int(cw), int(stages), xa == "1"))
+                swap.append(SwapTile(name, int(bt), int(bw), int(bk), int(cw), int(stages), xa == "1", int(ks)))
         except ValueError:
             raise Sm90Error(f"{where}:{line}: not a {m.group(1)} line: {m.group(0).strip()}") from None
         except Sm90Error as e:
