@@ -40,7 +40,7 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
 
     assert sm90_check.main(["--sanitizer-target", mode]) == 0
     out = capsys.readouterr().out
-    from cusyncgen.cuda import decode
+    from cusyncgen.cuda import decode, sm90
     from cusyncgen.workloads import attention_sm90 as W
 
     from cusyncgen.workloads import mlp_swap as S
@@ -49,7 +49,10 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
     attention = [line for line in variants if line.startswith("variant attention ")]
     decoded = [line for line in variants if "weights): " in line]
     swapped = [line for line in variants if "/swap (" in line]
-    assert len(variants) - len(attention) - len(decoded) - len(swapped) == len(sm90_check.sanitizer_variants("gpt3"))
+    split = [line for line in variants if line.startswith("variant swap split ")]   # each K split, a small weight
+    assert len(split) == sum(sm90.swap_tile(c).KS > 1 for c in sm90.SWAP_CONFIGS) > 0
+    assert (len(variants) - len(attention) - len(decoded) - len(swapped) - len(split)
+            == len(sm90_check.sanitizer_variants("gpt3")))
     assert len(swapped) == sum(len(S.MLPSwap(m, M, c).configs()) for m, M in sm90_check.SWAP_SANITIZER_CASES
                                for c, c2 in S.tile_pairs(M, model=m) if c == c2)
     assert any("gpt3 M=64 PDL/swap (64x96x64xa)" in line for line in swapped)   # the wide form

@@ -413,19 +413,48 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
 # The swapped GeMM's compute-sanitizer cases: (model, M), both orderings on each tile config of M
 # (a ragged token tile, LLaMA-ep's SwiGLU epilogue, the widest token tile, the wide form on GPT-3's weights).
 SWAP_SANITIZER_CASES = (("gpt3", 5), ("llama-ep", 5), ("llama-ep", 64), ("gpt3", 64))
+# The K splits' own case: 2 tiles of 64 weight rows, 9 k-blocks of 64 (3 splits take 3 each; 2 take 5
+# each, the second's last past K, read as zeros)
+SWAP_SPLIT_SHAPE = (128, 576)
 
 
 def swap_sanitizer_target(a, log: Log) -> list[str]:
     """The swapped GeMM (workloads.mlp_swap) in both orderings on every tile config of each case of
     SWAP_SANITIZER_CASES that runs both of its GeMMs (tile_pairs), each launched once (nothing waits
-    per tile: presatisfied runs the same)."""
+    per tile: presatisfied runs the same); then each K split over a cluster (SwapTile.KS > 1, not an
+    MLP candidate) alone on a small weight ("swap split <config>": SWAP_SPLIT_SHAPE, its last split
+    ragged), small enough for racecheck to finish where the models' sizes run past its limit."""
     import cupy
 
+    from cusyncgen.cuda import sm90
     from cusyncgen.workloads import mlp_swap
     from cusyncgen.workloads.base import rel_err
 
     failures: list[str] = []
     stream = cupy.cuda.Stream()
+    N, K = SWAP_SPLIT_SHAPE
+    for config in [c for c in sm90.SWAP_CONFIGS if sm90.swap_tile(c).KS > 1]:
+        tile = sm90.swap_tile(config)
+        M = max(1, tile.BT - 3)
+        name = f"swap split {config} M={M} {N}x{K}"
+        if a.only and a.only not in name:
+            continue
+        rs = cupy.random.RandomState(7)
+        x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
+        w = (rs.standard_normal((N, K), dtype=cupy.float32) / K ** 0.5).astype(cupy.float16)
+        ref = x.astype(cupy.float32) @ w.astype(cupy.float32).T
+        wp = sm90.swap_pack(w, tile.group)
+        y = cupy.empty((M, N), dtype=cupy.float16)
+        cupy.cuda.Device().synchronize()   # the inputs, made on the legacy stream
+
+        def run(config=config, M=M, wp=wp, x=x, y=y):
+            y.fill(cupy.nan)
+            sm90.swap_gemm(config, sm90.EPI_IDENTITY, wp.data.ptr, x.data.ptr, y.data.ptr, M, N, K, stream=stream.ptr)
+        exc = run_variant(log, stream, name, run, lambda y=y, ref=ref: rel_err(y, ref))
+        if exc is not None:
+            failures.append(name)
+            if _fatal(exc):
+                return failures
     for model, M in SWAP_SANITIZER_CASES:
         for config in [c for c, c2 in mlp_swap.tile_pairs(M, model=model) if c == c2]:
             mlp = mlp_swap.MLPSwap(model, M, config)
