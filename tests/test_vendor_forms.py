@@ -67,10 +67,10 @@ def test_forms_that_cannot_run_are_skipped_with_the_reason(capsys):
 
 @pytest.mark.parametrize("timed", [1, 2, 3, 4, 5])
 def test_confirm_rounds_put_every_timed_thing_in_every_position_equally_often(timed):
-    rounds = W.confirm_rounds(timed)
-    assert rounds >= W.CONFIRM_ROUNDS and rounds % timed == 0 and rounds - timed < W.CONFIRM_ROUNDS
+    rounds = timing.rounds_for(timed)
+    assert rounds >= timing.ROUNDS and rounds % timed == 0 and rounds - timed < timing.ROUNDS
     keys = ["ours", "stream", ("vendor", "torch-unfused"), ("vendor", "cublaslt-gelu"), "x"][:timed]
-    orders = W.rotations(keys, rounds)
+    orders = timing.rotations(keys, rounds)
     assert all(sorted(map(str, o)) == sorted(map(str, keys)) for o in orders)
     for pos in range(timed):
         assert {str(k): sum(o[pos] == k for o in orders) for k in keys} == {str(k): rounds // timed for k in keys}
@@ -86,7 +86,7 @@ def test_confirm_times_every_vendor_form_in_the_rounds_and_keeps_the_fastest_cor
         r = len(seqs) - 2
         return [1.0 if r < 0 else us[k][r] * replays[k].per for k in seq]
     replays = {k: Replay(launches=(None,), per=1 + (k == "stream")) for k in us}
-    times, rounds = W.time_in_rounds(replays, stream=None, iters=3, measure=measure)
+    times, rounds = timing.time_in_rounds(replays, stream=None, iters=3, measure=measure)
     assert rounds == 8 and len(seqs) == 9 and seqs[0] == [k for k in us for _ in range(2)]   # a warm-up first
     for r, seq in enumerate(seqs[1:]):   # interleaved: 3 steps of every key, in the round's rotated order
         order = list(us)[r % 4:] + list(us)[:r % 4]

@@ -15,7 +15,7 @@ ours (the fastest engines above, the FMHA, stream order) and the vendor's (cuBLA
 cuBLAS): what the block costs beyond its kernels.
 
 Each form is a CUDA graph of 5 launches over five input sets (weights too: none read from L2 twice),
-timed in interleaved rounds (mlp_sm90.time_in_rounds: one replay of each form in turn, the order
+timed in interleaved rounds (timing.time_in_rounds: one replay of each form in turn, the order
 rotated from round to round; every form under the same clocks); the median per form. Every form's
 output is checked against a float32 product on a poisoned output. The floor beside each is the GeMM's FLOPs over the
 same run's cuBLAS rate at 8192^3 (baselines.ceilings).
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.workloads.base import rel_err
-    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+    from cusyncgen.cuda.timing import time_in_rounds
 
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -182,7 +182,7 @@ def _edges(model: str, M: int, engines: tuple, stream, rounds: int) -> int:
 
     from cusyncgen.cuda import baselines, timing
     from cusyncgen.workloads import attention_sm90 as A
-    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+    from cusyncgen.cuda.timing import time_in_rounds
 
     blk = A.AttentionPrompt(model, 1, M, False, engines)
     ins, outs = blk.buffers(seed=M), blk.outputs()

@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.workloads.base import rel_err
     from cusyncgen.workloads.mlp import TOL, gelu_tanh
-    from cusyncgen.workloads.mlp_sm90 import rotations
+    from cusyncgen.cuda.timing import rotations
 
     M = args.M
     if args.ncu:

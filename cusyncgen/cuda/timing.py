@@ -37,9 +37,12 @@ def time_graphs(graphs: Sequence, stream: cupy.cuda.Stream, iters: int = 30, war
     return [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
 
 
-# How time_in_rounds (workloads.mlp_sm90) times, recorded in the results it measures ("timing"):
-# results without it are timed one thing at a time, a block of its own replays each.
+# How time_in_rounds times, recorded in the results it measures ("timing"): results without it are
+# timed one thing at a time, a block of its own replays each.
 INTERLEAVED = "interleaved"
+# The rounds of an interleaved timing by default: at least this many, a multiple of the things timed
+# (rounds_for), so that each is first in as many rounds as every other.
+ROUNDS = 6
 
 
 def how_timed(records) -> str | None:
@@ -124,3 +127,37 @@ def save_partial(workload: str, rows: list[dict], **extra) -> None:
         files.write_file(path, json.dumps({"device": driver.device_name(), "workload": workload, "rows": rows,
                                            **extra}))
 
+
+
+def rounds_for(timed: int) -> int:
+    """The rounds of an interleaved timing of `timed` things: the smallest multiple of `timed` that is
+    at least ROUNDS."""
+    return -(-ROUNDS // timed) * timed
+
+
+def rotations(keys: list, rounds: int) -> list[list]:
+    """The order of `keys` in each round: rotated by one from round to round."""
+    return [keys[r % len(keys):] + keys[:r % len(keys)] for r in range(rounds)]
+
+
+def time_in_rounds(replays: dict, stream, iters: int, rounds: int | None = None, measure=None) -> tuple[dict, int]:
+    """{key: Replay} timed in `rounds` rounds (default rounds_for(len(replays))), interleaved: a round
+    is `iters` steps, each step one replay of every key in the round's order (rotated from round to
+    round), each replay between two events. So every key runs under the same clocks: under the
+    power cap the SM clock swings between about 1.4 and 2.0 GHz within a few hundred milliseconds,
+    and a key timed in a block of its own replays after a lighter phase (a slow vendor form) read
+    12% faster than the same kernels timed after a heavy one (docs/design.md, "Timing under the
+    power cap"). measure(seq, replays, stream) -> the us of each launch of seq (time_launches; a
+    test passes its own). Returns ({key: the median over the rounds of each round's median replay,
+    over its per}, the number of rounds)."""
+    measure = measure or time_launches
+    keys = list(replays)
+    rounds = rounds or rounds_for(len(keys))
+    measure([k for k in keys for _ in range(2)], replays, stream)   # warm-up: graph uploads, first launches
+    got: dict = {k: [] for k in keys}
+    for order in rotations(keys, rounds):
+        seq = order * iters
+        us = measure(seq, replays, stream)
+        for k in keys:
+            got[k].append(statistics.median(t for s, t in zip(seq, us) if s == k) / replays[k].per)
+    return {k: float(statistics.median(v)) for k, v in got.items()}, rounds

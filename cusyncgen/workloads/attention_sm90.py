@@ -433,7 +433,7 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.lazy import cupy
     from cusyncgen.workloads.base import rel_err
-    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+    from cusyncgen.cuda.timing import time_in_rounds
 
     x, wqkv, wo = ins[:3]
     o_in = cupy.random.RandomState(M).standard_normal((M, heads(model) * D), dtype=cupy.float32).astype(cupy.float16)
@@ -544,9 +544,9 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     """Rows of one point: each ordering (checked against the float32 reference on poisoned outputs
     and a poisoned append position) on each GeMM's fastest engine (choose_engines; or `engines`),
     the vendor (its fastest correct form in a CUDA graph) and the floor. Ours and the vendor's forms
-    are timed in interleaved rounds (mlp_sm90.time_in_rounds)."""
+    are timed in interleaved rounds (timing.time_in_rounds)."""
     from cusyncgen.cuda import timing
-    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+    from cusyncgen.cuda.timing import time_in_rounds
 
     blk = AttentionGen(model, B, past)
     sets = [blk.buffers(seed=seed + s) for s in range(2)]
@@ -1012,7 +1012,7 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
     CUDA graph) and the floor; ours and the vendor's timed in interleaved rounds (the two stages in
     rounds of their own)."""
     from cusyncgen.cuda import baselines, timing
-    from cusyncgen.workloads.mlp_sm90 import time_in_rounds
+    from cusyncgen.cuda.timing import time_in_rounds
 
     probe = AttentionPrompt(model, B, S, causal)
     ins = probe.buffers(seed=seed)

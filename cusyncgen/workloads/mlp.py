@@ -546,7 +546,18 @@ def measure_point(model: str, M: int, iters: int, stream, seed: int = 0, tiles=N
         return _measure(mlp, iters, stream, seed, configs)
 
 
+# The rounds a point's configurations are timed in (_measure): iters replays of each in all, a few
+# in every round.
+MEASURE_ROUNDS = 5
+
+
 def _measure(mlp, iters, stream, seed, configs):
+    """Every configuration of one point, each checked first on a poisoned output against the float32
+    reference, then all timed in the same interleaved rounds (timing.time_in_rounds: one replay of
+    each in turn, a CUDA graph per input set, the order rotated from round to round; about `iters`
+    replays each): under the power cap a configuration timed in a block of its own replays reads
+    the clock of its neighbours' phase (docs/design.md, "Timing under the power cap"). Returns
+    (rows, mlp, input sets, outputs, reference)."""
     from cusyncgen.cuda import timing
 
     model, M = mlp.model_name, mlp.M
@@ -555,29 +566,31 @@ def _measure(mlp, iters, stream, seed, configs):
     x, w1, w2 = sets[0]
     ref = mlp.reference(x, w1, w2)
     cfgs = list(configs or mlp.configs())
-    # Warm up before the first timed configuration: right after a module load the first replays of
-    # a point ran up to 35% slower (seen on the H200), which would flatter everything after them.
+    # Warm up first: right after a module load the first replays of a point ran up to 35% slower
+    # (seen on the H200).
     warm = timing.capture(lambda s: mlp.run(s, cfgs[0], *sets[0], *outs[0]), stream)
     timing.keep_busy(warm, stream, seconds=0.2)
     del warm
-    rows = []
-    # StreamSync is timed first and again last: the baseline is the faster of the two, and their
-    # spread is recorded, so a noisy first measurement cannot pass for a speed-up.
-    for i, cfg in enumerate(cfgs + cfgs[:1]):
+    errs, graphs = {}, {}
+    for cfg in cfgs:
         y, z = outs[0]
         y.fill(cupy.nan)
         z.fill(cupy.nan)
         mlp.run(stream, cfg, x, w1, w2, y, z)
         stream.synchronize()
-        err = rel_err(z, ref)
-        graphs = [timing.capture(lambda s, a=a, o=o: mlp.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
-        t = timing.median(timing.time_graphs(graphs, stream, iters=iters))
-        del graphs
-        if i == len(cfgs):
-            timing.settle_baseline(rows, t, err < TOL)
-            break
-        rows.append({"model": model, "M": M, "config": cfg.name, "kernel": mlp.kernel, "time_us": round(t, 2),
-                     "correct": err < TOL, "rel_err": err, "tiles": mlp.tiles.label})
+        errs[cfg.name] = rel_err(z, ref)
+        graphs[cfg.name] = [timing.capture(lambda s, a=a, o=o, cfg=cfg: mlp.run(s, cfg, *a, *o), stream)
+                            for a, o in zip(sets, outs)]
+    replays = {k: timing.Replay(tuple(g.launch for g in gs)) for k, gs in graphs.items()}
+    times, _ = timing.time_in_rounds(replays, stream, iters=max(1, -(-iters // MEASURE_ROUNDS)),
+                                     rounds=MEASURE_ROUNDS)
+    del graphs, replays
+    us = {k: round(t, 2) for k, t in times.items()}
+    base = us[cfgs[0].name]   # StreamSync, configs()'s first
+    rows = [{"model": model, "M": M, "config": cfg.name, "kernel": mlp.kernel, "time_us": us[cfg.name],
+             "correct": errs[cfg.name] < TOL, "rel_err": errs[cfg.name], "tiles": mlp.tiles.label,
+             "timing": timing.INTERLEAVED, "speedup_vs_streamsync": round(base / us[cfg.name], 4)}
+            for cfg in cfgs]
     return rows, mlp, sets, outs, ref
 
 

@@ -816,49 +816,6 @@ def choose(model: str, M: int, rows: list[dict]) -> dict:
             "candidates": len(rows)}
 
 
-# Rounds of `confirm`, at least: each thing it times (the choice, the fastest stream order, each
-# vendor form) takes every position of the round equally often (confirm_rounds: a multiple of their
-# number).
-CONFIRM_ROUNDS = 6
-
-
-def confirm_rounds(timed: int) -> int:
-    """The rounds of a confirm timing `timed` things: the smallest multiple of `timed` that is at
-    least CONFIRM_ROUNDS."""
-    return -(-CONFIRM_ROUNDS // timed) * timed
-
-
-def rotations(keys: list, rounds: int) -> list[list]:
-    """The order of `keys` in each round: rotated by one from round to round."""
-    return [keys[r % len(keys):] + keys[:r % len(keys)] for r in range(rounds)]
-
-
-def time_in_rounds(replays: dict, stream, iters: int, rounds: int | None = None, measure=None) -> tuple[dict, int]:
-    """{key: timing.Replay} timed in `rounds` rounds (default confirm_rounds(len(replays))), interleaved: a round is
-    `iters` steps, each step one replay of every key in the round's order (rotated from round to
-    round), each replay between two events. So every key runs under the same clocks: under the
-    power cap the SM clock swings between about 1.4 and 2.0 GHz within a few hundred milliseconds,
-    and a key timed in a block of its own replays after a lighter phase (a slow vendor form) read
-    12% faster than the same kernels timed after a heavy one (docs/design.md, "Timing under the
-    power cap"). measure(seq, replays, stream) -> the us of each launch of seq (timing.time_launches;
-    a test passes its own). Returns ({key: the median over the rounds of each round's median
-    replay, over its per}, the number of rounds)."""
-    import statistics
-
-    from cusyncgen.cuda import timing
-    measure = measure or timing.time_launches
-    keys = list(replays)
-    rounds = rounds or confirm_rounds(len(keys))
-    measure([k for k in keys for _ in range(2)], replays, stream)   # warm-up: graph uploads, first launches
-    got: dict = {k: [] for k in keys}
-    for order in rotations(keys, rounds):
-        seq = order * iters
-        us = measure(seq, replays, stream)
-        for k in keys:
-            got[k].append(statistics.median(t for s, t in zip(seq, us) if s == k) / replays[k].per)
-    return {k: float(statistics.median(v)) for k, v in got.items()}, rounds
-
-
 def vendor_confirmed(times: dict, forms) -> dict:
     """confirm's vendor fields from the vendor forms' times in the rounds ({form: us}) and their
     check (baselines.VendorForms): the fastest correct form's time ("vendor_us"), its name
@@ -930,7 +887,7 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
     """The choice re-measured: the chosen configuration, the fastest stream order and cuBLAS + CUDA
     graph (what a user would pick instead: every vendor form, sm80.vendor_forms, each in a graph of
     its own) on CONFIRM_SETS sets of fresh random inputs ("sets"), every output checked against its
-    float32 reference first, then timed in confirm_rounds rounds (one median each over graphs
+    float32 reference first, then timed in timing.rounds_for rounds (one median each over graphs
     replayed back to back, the sets in turn, as the bench times ours: no weight byte is read twice
     from L2; the order rotated from round to round; the median over the rounds). The vendor is its
     fastest correct form ("vendor_us", named in "vendor_form"; every form's time in "vendor_forms"). Where the choice is the fastest stream order
@@ -978,7 +935,7 @@ def confirm(model: str, M: int, choice: dict, iters: int, seed: int) -> dict:
     timers.update({("vendor", name): timing.Replay(baselines.replays_on(g)) for name, g in vgraphs.items()})
     timers.update({("vendor-chain", name): timing.Replay(baselines.replays_on(g), CONFIRM_CHAIN)
                    for name, g in vchains.items()})
-    times, rounds = time_in_rounds(timers, stream, iters)
+    times, rounds = timing.time_in_rounds(timers, stream, iters)
     out = confirm_fields(times, forms, same)
     errs["vendor"] = out.pop("vendor_rel_err")
     out.update(rounds=rounds, timing=timing.INTERLEAVED, correct=all(e < TOL for e in errs.values()),
