@@ -421,8 +421,8 @@ SWAP_SPLIT_SHAPE = (128, 576)
 def swap_sanitizer_target(a, log: Log) -> list[str]:
     """The swapped GeMM (workloads.mlp_swap) in both orderings on every tile config of each case of
     SWAP_SANITIZER_CASES that runs both of its GeMMs (tile_pairs), each launched once (nothing waits
-    per tile: presatisfied runs the same); then each K split over a cluster (SwapTile.KS > 1, not an
-    MLP candidate) alone on a small weight ("swap split <config>": SWAP_SPLIT_SHAPE, its last split
+    per tile: presatisfied runs the same); and, first, each K split over a cluster (SwapTile.KS > 1,
+    not an MLP candidate) alone on a small weight ("swap split <config>": SWAP_SPLIT_SHAPE, its last split
     ragged), small enough for racecheck to finish where the models' sizes run past its limit."""
     import cupy
 
