@@ -65,8 +65,8 @@ def markdown(result: dict) -> str:
              (f"Measured ceilings in this run: fp16 matmul {ceil['peak_flops'] / 1e12:.0f} TFLOP/s, "
               f"copy {ceil['bandwidth'] / 1e12:.2f} TB/s. " if ceil else "")
              + "Times: median of CUDA-graph replays, microseconds. "
-             + (f"A point's configurations (ours) were timed in the same {timing.timing_words(timing.INTERLEAVED)}; "
-                "the vendor's columns each in a block of its own replays. "
+             + (f"A point's configurations (ours): timed in the same {timing.timing_words(timing.INTERLEAVED)}; "
+                "the vendor's columns: each in a block of its own replays. "
                 if any(r.get("timing") == timing.INTERLEAVED for r in rows) else "")
              + "Speed-up is StreamSync time / config time (same kernels, same run). Where recorded, StreamSync "
              "was timed first and last; 'spread' is the difference of the two (the run's noise floor), and the "

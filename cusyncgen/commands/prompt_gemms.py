@@ -86,7 +86,6 @@ def main(argv=None) -> int:
 
     from cusyncgen.cuda import baselines, sm90, timing
     from cusyncgen.workloads.base import rel_err
-    from cusyncgen.cuda.timing import time_in_rounds
 
     ceil = baselines.ceilings()
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -137,7 +136,7 @@ def main(argv=None) -> int:
                     forms[label] = lambda s, stock=stock: [stock(s, i) for i in range(SETS)]
                 graphs = {k: timing.Replay((timing.capture(f, stream).launch,), SETS) for k, f in forms.items()}
                 graphs["cublas"] = timing.Replay(baselines.replays_on(tg), SETS)
-                t, _ = time_in_rounds(graphs, stream, 10, rounds=args.rounds)
+                t, _ = timing.time_in_rounds(graphs, stream, 10, rounds=args.rounds)
                 for k, e in errs.items():
                     if e >= A.TOL:
                         wrong += 1
@@ -182,7 +181,6 @@ def _edges(model: str, M: int, engines: tuple, stream, rounds: int) -> int:
 
     from cusyncgen.cuda import baselines, timing
     from cusyncgen.workloads import attention_sm90 as A
-    from cusyncgen.cuda.timing import time_in_rounds
 
     blk = A.AttentionPrompt(model, 1, M, False, engines)
     ins, outs = blk.buffers(seed=M), blk.outputs()
@@ -223,7 +221,7 @@ def _edges(model: str, M: int, engines: tuple, stream, rounds: int) -> int:
     stream.synchronize()
     z_ref, _ = blk.reference(*ins)
     err = (A.rel(torch.from_dlpack(z), z_ref), A.rel(Z, z_ref))
-    t, _ = time_in_rounds(graphs, stream, 20, rounds=rounds)
+    t, _ = timing.time_in_rounds(graphs, stream, 20, rounds=rounds)
     alone, valone = t["Q"] + t["F"] + t["O"], t["vQ"] + t["vS"] + t["vO"]
     print(f"| {model} | {M} | {t['Q']:.1f}, {t['F']:.1f}, {t['O']:.1f} | {t['QFO']:.1f} | {t['QFO'] - alone:+.1f} | "
           f"{t['vQ']:.1f}, {t['vS']:.1f}, {t['vO']:.1f} | {t['vQSO']:.1f} | {t['vQSO'] - valone:+.1f} | "

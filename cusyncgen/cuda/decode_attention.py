@@ -27,9 +27,9 @@ MAX_SPLITS = 512      # splits a head's combine weighs (shared memory)
 UNROLL = 8            # keys a half-warp has in flight
 BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (16 KiB of loads in flight each)
 # The cached K and V bytes a PDL launch prefetches into L2 before its wait, over the L2's size: the
-# QKV GeMM streams its weights past them (evict-first). A third of L2 (a sixth prefetches too few
-# bytes; all of L2 evicts the cache's own lines at long caches: docs/design.md, "Attention at token
-# generation").
+# QKV GeMM streams its weights past them (evict-first). A third: a share large enough to cover the
+# QKV GeMM's stream, small enough that a long cache does not evict its own prefetched lines
+# (docs/design.md, "Attention at token generation").
 PREFETCH_L2_SHARE = 1 / 3
 
 

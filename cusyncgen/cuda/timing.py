@@ -145,8 +145,8 @@ def time_in_rounds(replays: dict, stream, iters: int, rounds: int | None = None,
     is `iters` steps, each step one replay of every key in the round's order (rotated from round to
     round), each replay between two events. So every key runs under the same clocks: under the
     power cap the SM clock swings between about 1.4 and 2.0 GHz within a few hundred milliseconds,
-    and a key timed in a block of its own replays after a lighter phase (a slow vendor form) read
-    12% faster than the same kernels timed after a heavy one (docs/design.md, "Timing under the
+    and a key timed in a block of its own replays after a lighter phase (a slow vendor form) reads
+    up to 12% faster than the same kernels after a heavy one (docs/design.md, "Timing under the
     power cap"). measure(seq, replays, stream) -> the us of each launch of seq (time_launches; a
     test passes its own). Returns ({key: the median over the rounds of each round's median replay,
     over its per}, the number of rounds)."""

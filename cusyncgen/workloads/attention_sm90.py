@@ -433,7 +433,6 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
     from cusyncgen.cuda import timing
     from cusyncgen.cuda.lazy import cupy
     from cusyncgen.workloads.base import rel_err
-    from cusyncgen.cuda.timing import time_in_rounds
 
     x, wqkv, wo = ins[:3]
     o_in = cupy.random.RandomState(M).standard_normal((M, heads(model) * D), dtype=cupy.float32).astype(cupy.float16)
@@ -442,7 +441,7 @@ def choose_gemm_engines(model: str, M: int, candidates, ins, stream, iters: int,
         """{key: run(stream)} each captured in a graph, all timed in one interleaved round (the same
         clocks for every candidate: time_in_rounds): {key: us}."""
         replays = {key: timing.Replay((timing.capture(run, stream).launch,)) for key, run in runs.items()}
-        return {key: round(t, 2) for key, t in time_in_rounds(replays, stream, iters, rounds=1)[0].items()}
+        return {key: round(t, 2) for key, t in timing.time_in_rounds(replays, stream, iters, rounds=1)[0].items()}
 
     record, correct = {}, {}
     for name, a, w, (n, k) in zip(("qkv", "out"), (x, o_in), (wqkv, wo), gemm_shapes(model)):
@@ -546,7 +545,6 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     the vendor (its fastest correct form in a CUDA graph) and the floor. Ours and the vendor's forms
     are timed in interleaved rounds (timing.time_in_rounds)."""
     from cusyncgen.cuda import timing
-    from cusyncgen.cuda.timing import time_in_rounds
 
     blk = AttentionGen(model, B, past)
     sets = [blk.buffers(seed=seed + s) for s in range(2)]
@@ -583,7 +581,7 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     forms = vendor_forms(blk, sets[0], ref)
     forms1 = vendor_forms(blk, sets[1], blk.reference(*sets[1]))   # a graph on each set, as ours
     timers.update(form_replays([forms, forms1], "vendor:"))
-    times, rounds = time_in_rounds(timers, stream, iters)
+    times, rounds = timing.time_in_rounds(timers, stream, iters)
     stream.synchronize()
     late = blk.timed_out()
     out = []
@@ -854,8 +852,8 @@ def qkv_sync_cols(engine: str, heads: int) -> int:
 
 
 # The QKV GeMM lets the FMHA launch early where its CTAs take more than this many items each
-# (qkv_triggers): at 1.9 a CTA (GPT-3, 1024 tokens) the early launch cost 11 us, from 2.9 on
-# (2048-4096 tokens) the causal prompts' synchronized configurations gain 1.5-3.4% with it.
+# (qkv_triggers): with fewer rounds no head completes before the GeMM's last round, and the early
+# launch only costs (docs/design.md, "The PDL edges apart").
 QKV_TRIGGER_ROUNDS = 2
 
 
@@ -973,7 +971,7 @@ class PromptChain:
                 g1.order = sm90.order_desc(order)
                 g1.out_policy, g1.out_sems = dq, self.sems[0].data.ptr
                 sync.in_policy, sync.in_sems, sync.in_tile_m, sync.in_tile_n = dq, self.sems[0].data.ptr, 128, cols
-            else:   # it launches as the GeMM ends: its semaphore polls would only cost (2-4 us), PDL's wait
+            else:   # it launches as the GeMM ends: PDL's wait, cheaper than its semaphore polls
                 sync.flags |= F.PDL_WAIT.value
             sync.out_policy, sync.out_sems = dt, self.sems[1].data.ptr
             sync.ticket = self.tickets.data.ptr
@@ -1012,7 +1010,6 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
     CUDA graph) and the floor; ours and the vendor's timed in interleaved rounds (the two stages in
     rounds of their own)."""
     from cusyncgen.cuda import baselines, timing
-    from cusyncgen.cuda.timing import time_in_rounds
 
     probe = AttentionPrompt(model, B, S, causal)
     ins = probe.buffers(seed=seed)
@@ -1054,10 +1051,10 @@ def measure_prompt(model: str, B: int, S: int, causal: bool, iters: int, stream,
                                         lambda name, fn: rel(fn(), o4))
     timers.update(form_replays([chain], "chain:"))
     stage_timers.update(form_replays([stage], "stage:"))
-    times, rounds = time_in_rounds(timers, stream, iters)
+    times, rounds = timing.time_in_rounds(timers, stream, iters)
     # the stage alone and SDPA alone in rounds of their own, after the blocks' (docs/design.md,
     # "Attention at prompt processing": the stage timed among the blocks' graphs)
-    stage_times, stage_rounds = time_in_rounds(stage_timers, stream, iters)
+    stage_times, stage_rounds = timing.time_in_rounds(stage_timers, stream, iters)
     times.update(stage_times)
     for b in (blk, blk_sync):
         if b is not None:

@@ -566,8 +566,7 @@ def _measure(mlp, iters, stream, seed, configs):
     x, w1, w2 = sets[0]
     ref = mlp.reference(x, w1, w2)
     cfgs = list(configs or mlp.configs())
-    # Warm up first: right after a module load the first replays of a point ran up to 35% slower
-    # (seen on the H200).
+    # Warm up first: the first replays after a module load are slow (up to 35% on an H200).
     warm = timing.capture(lambda s: mlp.run(s, cfgs[0], *sets[0], *outs[0]), stream)
     timing.keep_busy(warm, stream, seconds=0.2)
     del warm

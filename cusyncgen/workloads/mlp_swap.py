@@ -43,9 +43,8 @@ CHAIN = "RowSync+Chain"
 def tile_configs(M: int, configs=None) -> list[str]:
     """The swapped GeMM's tile configs a point at M rows runs on (sm90.swap_configs_for), but the K
     splits over a cluster (SwapTile.KS > 1): they are for weights of fewer 64-row tiles than SMs (the
-    attention's QKV GeMM); each of the MLPs' GeMMs (86-192 tiles) alone measured 4-53% slower split
-    than not, and a tune sweep over them picked a split by its noise (docs/design.md, "Token
-    generation"). MLPSwap runs one where it is named."""
+    attention's QKV GeMM), and every MLP GeMM (86-192 tiles) streams slower split (docs/design.md,
+    "Attention at token generation"). MLPSwap runs one where it is named."""
     from cusyncgen.cuda import sm90
     return [c for c in sm90.swap_configs_for(M, configs) if sm90.swap_tile(c).KS == 1]
 

@@ -225,7 +225,7 @@ def match_flags(prediction: dict | None, measured_family: str, rows: list[dict])
 def matches_within_noise(prediction: dict | None, rows: list[dict]) -> bool:
     """The looser reading, on the tiles the prediction was made for: is the predicted family (a
     configuration without tile semaphores for a no-gain prediction) as fast as the measured best
-    within the run's noise (StreamSync's first-vs-last spread where the point was timed in blocks, at least 1%)? Where several policies
+    within the run's noise (StreamSync's first-vs-last spread of a point timed in blocks, at least 1%)? Where several policies
     are within the noise of each other the measurement cannot tell them apart."""
     if not prediction:
         return False

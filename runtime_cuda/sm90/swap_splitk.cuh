@@ -2,9 +2,9 @@
 // is computed by the KS CTAs of one cluster, CTA s over k-blocks [s c, (s + 1) c), c = ceil(kt / KS),
 // and the partial sums meet in the shared memory of the cluster's first CTA (DSMEM), which adds them
 // in split order (deterministic) and runs the epilogue. It is for the narrow weights of token
-// generation: an SM streams a swapped tile's weight at about 50-55 GB/s, so a weight of fewer 64-row
-// tiles than SMs (the attention's QKV GeMM: LLaMA's 3072 rows are 48 tiles, GPT-3's 4608 are 72)
-// leaves HBM idle behind the SMs it does not use; split KS ways, KS x tiles CTAs stream it.
+// generation: a weight of fewer 64-row tiles than SMs (the attention's QKV GeMM: GPT-3's 4608 rows
+// are 72 tiles) streams on the SMs it has tiles for; split KS ways, KS x tiles CTAs stream it. Where
+// that pays is measured, not assumed (docs/design.md, "Attention at token generation").
 //
 // CUTLASS's stock non-persistent kernel runs it unchanged. It sees a problem of KS G rows a batch
 // (G the packed group, one tile) and a grid of KS CTAs along M a batch, in clusters of (KS, 1, 1):
