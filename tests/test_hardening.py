@@ -44,7 +44,7 @@ def small(tmp_path) -> Path:
     return f
 
 
-# ---- tracebacks that were ----------------------------------------------------------------------
+# ---- bad input that must not end in a traceback ------------------------------------------------
 
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_an_integer_literal_of_5000_digits_is_an_error_with_a_caret(cmd, tmp_path):
@@ -181,7 +181,7 @@ def test_compile_refuses_what_it_cannot_compile():
         cusyncgen.compile(Path(ROOT / "examples"))
 
 
-# ---- silent cases that were ----------------------------------------------------------------------
+# ---- bad input that must not pass silently --------------------------------------------------------
 
 def test_a_producer_tile_must_index_every_dim_of_its_grid():
     text = SMALL.replace("{p, ForAll(Tile(x, y), y, Range(2))}", "{p, Tile(x)}")

@@ -52,7 +52,7 @@ __device__ __forceinline__ bool splitk_arrive(unsigned* counter, int splits) {
 // The last block: out[r, c] = epi(sum over splits of the partials) (or epi(sum, c)), r < rows, c < COLS,
 // fp16; THREADS threads (those with tid < THREADS) share the work. Each thread keeps CHUNK float4s
 // of the sum in registers and reads them split by split, CHUNK loads in flight at a time: a 64 x 64
-// fp32 tile is one pass of `splits` L2 round trips (one float2 at a time, it was 16 x splits of
+// fp32 tile is one pass of `splits` L2 round trips (one float2 at a time would be 16 x splits of
 // them, ~10 us on a Conv2D tile of 3 splits).
 template <int ROWS, int COLS, int THREADS, class Epi>
 __device__ __forceinline__ void splitk_reduce_store(const float* slot0, int splits, int rows, half* out, long long ldo,

@@ -28,7 +28,7 @@ NO_SPLIT = Split()
 # (prologue, epilogue, the pipeline's fill: latency, which at small M is many k-tiles' worth), and
 # what a split adds (its fp32 partial stored, its share of the last split's reduction). Fitted to
 # the H100 probe (sm90-mlp-probe log): gpt3 M=1's first GeMM, 48 tiles of 192 k-tiles, is fastest
-# with 2 splits (4 and 11 were slower); llama-ep's first at M=1, 43 tiles of 128 k-tiles, with 3;
+# with 2 splits (faster than 4 or 11); llama-ep's first at M=1, 43 tiles of 128 k-tiles, with 3;
 # gpt3's second, 96 tiles of 96 k-tiles, unsplit.
 ITEM_COST_K = 8
 SPLIT_COST_K = 8
