@@ -74,6 +74,62 @@ def test_the_prefetch_covers_short_caches_whole_and_long_ones_in_part():
     assert A.prefetch_keys(10 ** 6, 64, l2) == 0
 
 
+RESIDENTS = {"bulk64x3": 2, "loads": 4, "bulk32x2": 5}   # an H200's blocks an SM of each form
+
+
+@pytest.mark.parametrize("batch,heads,keys", [(4, 8, 8193), (16, 8, 2049), (16, 8, 8193), (64, 8, 513),
+                                              (64, 12, 2049), (16, 12, 8193), (4, 12, 8193), (64, 12, 8193)])
+def test_a_large_cache_is_read_by_a_balanced_grid(batch, heads, keys):
+    sms = 132
+    p = A.plan_for(batch, heads, keys, sms, RESIDENTS)
+    s = p.split
+    assert p.form in A.ONE_WAVE_FORMS
+    assert (s.splits - 1) * s.chunk < keys <= s.splits * s.chunk
+    blocks = batch * heads * s.splits
+    per_sm = -(-blocks // sms)
+    # the busiest SM keeps IN_FLIGHT bytes of the cache in flight
+    assert min(RESIDENTS[p.form], per_sm) * min(A.in_flight(p.form), s.chunk * A.KEY_BYTES) >= A.IN_FLIGHT
+    one_wave = blocks <= RESIDENTS[p.form] * sms
+    # no candidate of the forms reads fewer keys on its busiest SM (a one-wave grid first)
+    for form in A.ONE_WAVE_FORMS:
+        for n in range(1, 65):
+            chunk = -(-keys // n)
+            b = batch * heads * -(-keys // chunk)
+            flight = min(RESIDENTS[form], -(-b // sms)) * min(A.in_flight(form), chunk * A.KEY_BYTES)
+            if flight < A.IN_FLIGHT or (one_wave and b > RESIDENTS[form] * sms):
+                continue
+            if b <= RESIDENTS[form] * sms or not one_wave:
+                assert per_sm * (s.chunk + A.BLOCK_COST_KEYS) <= -(-b // sms) * (chunk + A.BLOCK_COST_KEYS), (form, n)
+
+
+def test_the_plan_matches_what_the_probe_measured():
+    # the attention alone, H200 (docs/design.md): one bulk block a head at LLaMA B = 16, one
+    # loads block a head at B = 64 (512 heads, 4 an SM), two loads splits at GPT-3 B = 16
+    assert A.plan_for(16, 8, 8193, 132, RESIDENTS) == A.Plan("bulk64x3", A.Split(8193, 1))
+    assert A.plan_for(64, 8, 2049, 132, RESIDENTS) == A.Plan("loads", A.Split(2049, 1))
+    assert A.plan_for(16, 12, 8193, 132, RESIDENTS) == A.Plan("loads", A.Split(4097, 2))
+    # GPT-3 B = 64: 768 heads fit no one-wave grid; one bulk block a head
+    assert A.plan_for(64, 12, 2049, 132, RESIDENTS) == A.Plan("bulk64x3", A.Split(2049, 1))
+
+
+@pytest.mark.parametrize("batch,heads,keys", [(1, 12, 1), (1, 8, 513), (4, 8, 2049), (1, 12, 8193), (16, 12, 513)])
+def test_a_small_cache_keeps_the_latency_split(batch, heads, keys):
+    assert batch * heads * keys * A.KEY_BYTES < A.ONE_WAVE_MIN_BYTES * 132
+    assert A.plan_for(batch, heads, keys, 132, RESIDENTS) == A.Plan("loads", A.split_for(batch, heads, keys, 132))
+
+
+def test_every_form_names_a_kernel_of_the_module():
+    text = A.source().text
+    assert A.form_kernel("loads") == (f"cusync_decode_attention_{A.UNROLL}", 0)
+    for form in A.FORMS[1:]:
+        keys, stages = (int(v) for v in form.removeprefix("bulk").split("x"))
+        name, smem = A.form_kernel(form)
+        assert name == f"cusync_decode_attention_bulk_{keys}_{stages}" and smem == stages * keys * A.KEY_BYTES
+        assert f"CUSYNC_DEFINE_DECODE_ATTENTION_BULK({keys}, {stages})" in text
+    with pytest.raises(A.AttentionError, match="no attention form 'bulk8x1'"):
+        A.form_kernel("bulk8x1")
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(CusyncError, match="no model"):
         W.AttentionGen("gpt2", 1, 512)
@@ -83,6 +139,8 @@ def test_bad_shapes_are_refused():
         W.AttentionGen("llama", 1, -1)
     with pytest.raises(A.AttentionError, match="0 keys"):
         A.split_for(1, 12, 0, 132)
+    with pytest.raises(A.AttentionError, match="0 keys"):
+        A.plan_for(1, 12, 0, 132, RESIDENTS)
 
 
 def test_engines_fit_their_gemms():

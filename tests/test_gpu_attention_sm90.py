@@ -9,7 +9,8 @@ import pytest
 
 from support import sm90_cuda
 
-from cusyncgen.workloads import attention_sm90 as W   # no GPU needed to import
+from cusyncgen.cuda import decode_attention as A      # no GPU needed to import
+from cusyncgen.workloads import attention_sm90 as W
 
 ok, why = sm90_cuda()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why or "GPU available")]
@@ -65,6 +66,42 @@ def test_pdl_prefetches_the_cache_and_stays_correct():
         step(blk, "PDL", ins, outs, stream)
         err, appended = blk.error(outs, ins, ref)
         assert err < W.TOL and appended, (keys, err, appended)
+
+
+@pytest.mark.parametrize("form", (None,) + A.FORMS)
+@pytest.mark.parametrize("B,H,past", [(1, 12, 0), (2, 8, 1), (3, 12, 700), (4, 8, 2047), (2, 12, 8192), (16, 8, 2048)])
+def test_every_attention_form_computes_the_reference(form, B, H, past):
+    """The attention kernel alone, each way of reading the keys (loads, or bulk copies in stages;
+    None: plan_for's form and split, a bulk form at B = 16 S' = 2048):
+    the float32 reference over past cached keys and the new one (poisoned cache positions from past
+    on, poisoned output), the new K and V appended, launched plain and PDL (the cache prefetched
+    into L2 before the wait), and again after 500 back-to-back launches (the split counts left zero
+    by each)."""
+    D = A.HEAD_DIM
+    smax = past + 3
+    rs = cupy.random.RandomState(B * 1000 + past)
+    qkv = rs.standard_normal((B, 3 * H * D), dtype=cupy.float32).astype(cupy.float16)
+    kc = rs.standard_normal((B, H, smax, D), dtype=cupy.float32).astype(cupy.float16)
+    vc = rs.standard_normal((B, H, smax, D), dtype=cupy.float32).astype(cupy.float16)
+    kc[:, :, past:] = math.nan
+    vc[:, :, past:] = math.nan
+    ref = A.reference(qkv, kc, vc, past)
+    att = A.DecodeAttention(B, H, smax, past, form=form)
+    o = cupy.empty((B, H * D), dtype=cupy.float16)
+    stream = cupy.cuda.Stream()
+    for pdl, times in ((False, 1), (True, 1), (True, 500)):
+        o.fill(math.nan)
+        kc[:, :, past:] = math.nan
+        vc[:, :, past:] = math.nan
+        for _ in range(times):
+            att.launch(stream, qkv, kc, vc, o, pdl=pdl)
+        stream.synchronize()
+        err = float(cupy.abs(o.astype(cupy.float32) - ref).max())
+        assert err < W.TOL, (form, pdl, times, err)
+        assert bool((kc[:, :, past] == qkv.reshape(B, 3, H, D)[:, 1]).all()), (form, "K appended")
+        assert bool((vc[:, :, past] == qkv.reshape(B, 3, H, D)[:, 2]).all()), (form, "V appended")
+        assert bool(cupy.isnan(kc[:, :, past + 1:]).all()), (form, "nothing past the new key written")
+    assert int(att.counts.sum()) == 0
 
 
 def check_block(blk):

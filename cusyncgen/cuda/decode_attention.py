@@ -24,7 +24,12 @@ THREADS = 128
 MAX_CHUNK = 1024      # keys a split holds at most (more splits fill the SMs better than longer ones)
 MIN_CHUNK = 64
 MAX_SPLITS = 512      # splits a head's combine weighs (shared memory)
-UNROLL = 8            # keys a half-warp has in flight
+UNROLL = 8            # keys a half-warp has in flight (the loads form)
+# The bulk forms' stages: (keys a stage, stages in flight); a stage is the K and V rows of its keys
+# in shared memory (2 x 256 bytes a key), copied by one thread's bulk copies. The two plan_for
+# chooses among (docs/design.md, "Attention at token generation", for the others measured).
+BULK_STAGES = ((64, 3), (32, 2))
+FORMS = ("loads",) + tuple(f"bulk{k}x{s}" for k, s in BULK_STAGES)
 BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (16 KiB of loads in flight each)
 # The cached K and V bytes a PDL launch prefetches into L2 before its wait, over the L2's size: the
 # QKV GeMM streams its weights past them (evict-first). A third: a share large enough to cover the
@@ -63,7 +68,8 @@ def source() -> build.Source:
     """The attention kernel, and the synchronized block's kernels (the one-launch chain and the "+PDL"
     stages) for each decode GeMM variant."""
     text = (f'#include "{CHAIN_HEADER}"\nCUSYNC_DEFINE_DECODE_ATTENTION({UNROLL})\n'
-            f'CUSYNC_DEFINE_DECODE_ATTN_STAGE({UNROLL})\n'
+            + "".join(f"CUSYNC_DEFINE_DECODE_ATTENTION_BULK({k}, {st})\n" for k, st in BULK_STAGES)
+            + f'CUSYNC_DEFINE_DECODE_ATTN_STAGE({UNROLL})\n'
             + "".join(f"CUSYNC_DEFINE_DECODE_ATTN_CHAIN({v.tb}, {v.d}, {v.rw}, {v.blocks}, {int(v.packed)}, {UNROLL})\n"
                       for v in decode.VARIANTS)
             + 'extern "C" __device__ const int cusync_decode_attn_params_size = sizeof(CusyncDecodeAttnParams);\n'
@@ -113,20 +119,110 @@ def split_for(batch: int, heads: int, keys: int, sms: int) -> Split:
     return Split(chunk, splits)
 
 
+# The sizing for caches that fill the SMs (docs/design.md, "Attention at token generation"): every
+# block resident at once with an equal share where the grid allows (one wave), the forms in this
+# order on a tie; a block's fixed cost (its ramp, its partial's combine) counted as
+# BLOCK_COST_KEYS keys; the busiest SM's blocks keeping at least IN_FLIGHT bytes of the cache in
+# flight. A cache under ONE_WAVE_MIN_BYTES an SM is latency-bound: split_for's many short splits.
+ONE_WAVE_FORMS = ("bulk64x3", "loads", "bulk32x2")
+BLOCK_COST_KEYS = 64
+IN_FLIGHT = 96 << 10
+ONE_WAVE_MIN_BYTES = 512 << 10
+KEY_BYTES = 2 * HEAD_DIM * 2   # a key's K and V rows
+
+
+def in_flight(form: str) -> int:
+    """The cache bytes one block of `form` has in flight."""
+    if form == "loads":
+        return 8 * UNROLL * KEY_BYTES   # 8 half-warps, UNROLL keys each
+    return form_kernel(form)[1]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a step's attention reads the cache: a form (FORMS) and its split."""
+
+    form: str
+    split: "Split"
+
+
+def plan_for(batch: int, heads: int, keys: int, sms: int, residents: dict) -> Plan:
+    """The form and split of a step's attention over `keys` keys a head: for a cache of at least
+    ONE_WAVE_MIN_BYTES an SM, among the (form of ONE_WAVE_FORMS, splits) whose busiest SM keeps
+    IN_FLIGHT bytes in flight, one whose blocks are all resident at once if any is (a partial
+    second wave streams on fewer SMs), then the one whose busiest SM reads the fewest keys, each
+    block's fixed cost counted (BLOCK_COST_KEYS); ties to the most bytes in flight, then to the
+    order of ONE_WAVE_FORMS. residents: {form: blocks an SM holds}. Smaller caches: loads on
+    split_for."""
+    if keys < 1:
+        raise AttentionError(f"attention over {keys} keys")
+    bh = batch * heads
+    if bh * keys * KEY_BYTES < ONE_WAVE_MIN_BYTES * sms:
+        return Plan("loads", split_for(batch, heads, keys, sms))
+    best = None
+    for rank, form in enumerate(ONE_WAVE_FORMS):
+        per_block = in_flight(form)
+        for s in range(1, min(MAX_SPLITS, keys) + 1):
+            chunk = -(-keys // s)
+            if -(-keys // chunk) != s:   # the same chunk as fewer splits
+                continue
+            per_sm = -(-bh * s // sms)
+            flight = min(residents[form], per_sm) * min(per_block, chunk * KEY_BYTES)
+            if flight < IN_FLIGHT:
+                continue
+            one_wave = bh * s <= residents[form] * sms
+            key = (not one_wave, per_sm * (chunk + BLOCK_COST_KEYS), -flight, rank)
+            if best is None or key < best[0]:
+                best = (key, Plan(form, Split(chunk, s)))
+    return best[1] if best else Plan("loads", split_for(batch, heads, keys, sms))
+
+
+@lru_cache(maxsize=None)
+def residents() -> dict:
+    """{form: blocks of its kernel an SM holds} on this GPU, for ONE_WAVE_FORMS."""
+    from cusyncgen.cuda import driver
+    out = {}
+    for form in ONE_WAVE_FORMS:
+        name, smem = form_kernel(form)
+        out[form] = driver.max_active_blocks(module().kernel(name, THREADS, smem))
+    return out
+
+
+def form_kernel(form: str) -> tuple[str, int]:
+    """The kernel of a form (FORMS) and its dynamic shared memory."""
+    if form == "loads":
+        return f"cusync_decode_attention_{UNROLL}", 0
+    for keys, stages in BULK_STAGES:
+        if form == f"bulk{keys}x{stages}":
+            return f"cusync_decode_attention_bulk_{keys}_{stages}", stages * 2 * keys * HEAD_DIM * 2
+    raise AttentionError(f"no attention form {form!r} (the forms: {', '.join(FORMS)})")
+
+
 class DecodeAttention:
     """One generation step's attention for `batch` sequences of `heads` heads (D = HEAD_DIM) with
-    `past` cached tokens in caches of `smax` positions: launch(stream, qkv, kcache, vcache, o)."""
+    `past` cached tokens in caches of `smax` positions: launch(stream, qkv, kcache, vcache, o).
+    form: how a block reads its keys (FORMS): "loads", or "bulk<keys>x<stages>"; None: plan_for's
+    form and split. split: the KV split (default: plan_for's, or split_for's with a form given)."""
 
-    def __init__(self, batch: int, heads: int, smax: int, past: int):
+    def __init__(self, batch: int, heads: int, smax: int, past: int, form: str | None = None,
+                 split: Split | None = None):
         from cusyncgen.cuda import driver
         from cusyncgen.cuda.lazy import cupy
 
         if not 0 <= past < smax:
             raise AttentionError(f"the new token goes at position {past} of a cache of {smax} positions")
-        self.batch, self.heads, self.smax, self.past = batch, heads, smax, past
-        self.split = split_for(batch, heads, past + 1, driver.sm_count())
+        if form is None:
+            plan = plan_for(batch, heads, past + 1, driver.sm_count(), residents())
+            form, split = plan.form, split or plan.split
+        if split is not None and not (0 < split.chunk and (split.splits - 1) * split.chunk < past + 1
+                                      <= split.splits * split.chunk and split.splits <= MAX_SPLITS):
+            raise AttentionError(f"{split.splits} splits of {split.chunk} keys do not cover {past + 1} keys "
+                                 f"(at most {MAX_SPLITS} splits, each holding a key)")
+        self.batch, self.heads, self.smax, self.past, self.form = batch, heads, smax, past, form
+        name, smem = form_kernel(form)
+        self.split = split or split_for(batch, heads, past + 1, driver.sm_count())
         self.prefetch_keys = prefetch_keys(batch * heads * self.split.splits, self.split.chunk, driver.l2_bytes())
-        self.kernel = module().kernel(f"cusync_decode_attention_{UNROLL}", THREADS)
+        self.kernel = module().kernel(name, THREADS, smem)
         bh = batch * heads
         self.ws = cupy.zeros(bh * self.split.splits * (HEAD_DIM + 2), dtype=cupy.float32)   # O, then (max, sum)
         self.counts = cupy.zeros(bh, dtype=cupy.uint32)
@@ -149,7 +245,23 @@ class DecodeAttention:
                 raise AttentionError(f"{name}: a contiguous fp16 array of shape {shape}, not {tuple(a.shape)} "
                                      f"{a.dtype}")
         p = self.params(qkv.data.ptr, kcache.data.ptr, vcache.data.ptr, o.data.ptr, pdl)
-        self.kernel.launch((self.batch * self.heads * self.split.splits, 1, 1), [p], stream, pdl=pdl)
+        # a bulk form's launch asks for the largest shared-memory carveout (its stages are its loads in flight)
+        self.kernel.launch((self.batch * self.heads * self.split.splits, 1, 1), [p], stream, pdl=pdl,
+                           smem=self.kernel.smem or None)
+
+
+def reference(qkv, kcache, vcache, past: int):
+    """The float32 result of one step (CuPy arrays as DecodeAttention.launch takes them; the caches'
+    positions < past read, the new K and V from the QKV row): [batch, heads D] float32."""
+    from cusyncgen.cuda.lazy import cupy
+
+    B, H = kcache.shape[:2]
+    new = qkv.reshape(B, 3, H, HEAD_DIM).astype(cupy.float32)
+    k = cupy.concatenate([kcache[:, :, :past].astype(cupy.float32), new[:, 1, :, None]], axis=2)
+    v = cupy.concatenate([vcache[:, :, :past].astype(cupy.float32), new[:, 2, :, None]], axis=2)
+    s = cupy.einsum("bhd,bhkd->bhk", new[:, 0], k) / math.sqrt(HEAD_DIM)
+    w = cupy.exp(s - s.max(axis=2, keepdims=True))
+    return (cupy.einsum("bhk,bhkd->bhd", w, v) / w.sum(axis=2, keepdims=True)).reshape(B, H * HEAD_DIM)
 
 
 # The synchronized configurations' policies: {name: (depQK's policy, depT2's policy)} of the
@@ -182,7 +294,7 @@ class DecodeAttentionChain:
         self.gemms = (decode.DecodeGemm(batch, decode.GemmShape(3 * nd, hidden), split="stream-k"),
                       decode.DecodeGemm(batch, decode.GemmShape(hidden, nd), split="stream-k"))
         self.shape = self.gemms[0].shape
-        self.attn = DecodeAttention(batch, heads, smax, past)
+        self.attn = DecodeAttention(batch, heads, smax, past, form="loads")   # the chain's items read by loads
         mod = module()
         self.kernel = mod.kernel(chain_name(self.shape), THREADS)
         self.stages = (mod.kernel(chain_name(self.shape).replace("_chain_", "_qkv_"), THREADS),

@@ -572,9 +572,10 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
             blk.run(stream, cfg, *a, *o)
         graphs = [timing.capture(lambda s, a=a, o=o: blk.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
         timers[cfg] = timing.Replay(tuple(g.launch for g in graphs))
-        sp = blk.parts[1].split
+        att = blk.chain.attn if cfg in SYNCED else blk.parts[1]   # the chain's items read by loads
+        sp = att.split
         rows[cfg] = {**head, "config": cfg, "correct": err < TOL and appended, "rel_err": err, "appended": appended,
-                     "splits": f"{sp.splits} x {sp.chunk} keys",
+                     "splits": f"{sp.splits} x {sp.chunk} keys", "attention_form": att.form,
                      "engines": [DECODE_ENGINE] * 2 if cfg in SYNCED else list(engines)}   # SYNCED: decode GeMMs
         if record is not None:
             rows[cfg]["engine_us"] = record
@@ -1128,7 +1129,7 @@ def markdown(result: dict) -> str:
     rows = [r for r in result["rows"] if r.get("phase", "generation") == "generation"]
     for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):
         lines += [f"## {model} generation", "", "| B | S' | StreamSync | PDL | best policy config | time | vendor+graph | "
-                  "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits | correct |",
+                  "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits (form) | correct |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         pts = dict.fromkeys((r["B"], r["Sp"]) for r in rows if r["model"].startswith(model + "-gen"))
         for B, sp in sorted(pts, key=lambda p: (p[1], p[0])):
@@ -1144,7 +1145,8 @@ def markdown(result: dict) -> str:
                          f"{'-' if ours is None else format(v['time_us'] / ours['time_us'], '.3f') + 'x'} | "
                          f"{'-' if ours is None else format(ours['time_us'] / fl['time_us'], '.2f') + 'x'} | "
                          f"{fl['time_us']:.1f} | {', '.join(by['PDL'].get('engines', ['-']))} | "
-                         f"{by['PDL'].get('splits', '-')} | "
+                         f"{by['PDL'].get('splits', '-')}"
+                         f"{' (' + by['PDL']['attention_form'] + ')' if 'attention_form' in by['PDL'] else ''} | "
                          f"{'yes' if all(r['correct'] for r in by.values()) else 'NO'} |")
         lines.append("")
     prompt = [r for r in result["rows"] + result.get("stage", []) if r.get("phase") == "prompt"]
