@@ -13,7 +13,8 @@ Prints one line per variant and exits 1 if any failed; with ``-o DIR`` the same 
 ``DIR/sm90-checks-<device>.log``, whose first line is the command. ``--sanitizer-target run|presatisfied``
 instead runs the small set of variants compute-sanitizer runs (``cusyncgen.commands.sanitize``; the
 decode kernel's orderings too, DECODE_SANITIZER_CASES, the swapped GeMM's, SWAP_SANITIZER_CASES, and
-the attention block's, ATTENTION_SANITIZER_CASES and PROMPT_SANITIZER_CASES) once each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
+the attention block's, ATTENTION_SANITIZER_CASES and PROMPT_SANITIZER_CASES, and the generation
+attention kernel's every form, ATTENTION_FORM_CASE) once each. Needs torch with CUDA on an sm_90 GPU and the sm90 library (docs/sm90.md).
 """
 from __future__ import annotations
 
@@ -295,6 +296,11 @@ def sanitizer_target(a, log: Log) -> list[str]:
     stream = torch.cuda.current_stream().cuda_stream
     for model, c, o, p, sp, g2, b1, st, c2 in sanitizer_variants(a.models.split(",")[0]):
         try:
+            if a.only:   # the name first: a model's case (its reference) is built only for a variant that runs
+                tiles = mlp_sm90.Sm90Tiles(c, grouped2=g2, banded1=b1 is True, grouped1=b1 == "G1", config2=c2)
+                label = mlp_sm90.mlp_chain_name(model, a.sanitizer_M, mlp_sm90.config_of(o, p), tiles, splits=sp, store=st)
+                if a.only not in f"{model} M={a.sanitizer_M} {label}":
+                    continue
             if model not in cases:
                 m = mlp_sm90.model_of(model)
                 X, W1, W2, _, Zref = mlp_sm90.mlp_case(m, a.sanitizer_M, seed=7)
@@ -383,14 +389,16 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
     failures: list[str] = []
     stream = cupy.cuda.Stream()
     for model, M, row_major in DECODE_SANITIZER_CASES:
+        names = {cfg: f"{model} M={M} {cfg}{mlp_decode.DECODE} ({'row-major' if row_major else 'packed'} weights)"
+                 for cfg in decode.ORDERINGS}
+        names = {cfg: name for cfg, name in names.items() if not a.only or a.only in name}
+        if not names:   # no variant of the case runs: its reference is not computed
+            continue
         mlp = mlp_decode.MLPDecode(model, M, timeout_ns=TIMEOUT_NS, shape=decode.EXTRA[0] if row_major else None)
         x, w1, w2 = mlp.buffers(seed=7)
         ref = mlp.reference(x, w1, w2)
         y, z = mlp.outputs()
-        for cfg in decode.ORDERINGS:
-            name = f"{model} M={M} {cfg}{mlp_decode.DECODE} ({'row-major' if row_major else 'packed'} weights)"
-            if a.only and a.only not in name:
-                continue
+        for cfg, name in names.items():
             presat = a.sanitizer_target == "presatisfied" and cfg.endswith("+Chain")
 
             def run(cfg=cfg, presat=presat):
@@ -458,13 +466,14 @@ def swap_sanitizer_target(a, log: Log) -> list[str]:
     for model, M in SWAP_SANITIZER_CASES:
         for config in [c for c, c2 in mlp_swap.tile_pairs(M, model=model) if c == c2]:
             mlp = mlp_swap.MLPSwap(model, M, config)
+            names = {f"{model} M={M} {cfg.name} ({config})": cfg for cfg in mlp.configs()}
+            names = {name: cfg for name, cfg in names.items() if not a.only or a.only in name}
+            if not names:   # no variant of the case runs: its reference is not computed
+                continue
             x, w1, w2 = mlp.buffers(seed=7)
             ref = mlp.reference(x, w1, w2)
             y, z = mlp.outputs()
-            for cfg in mlp.configs():
-                name = f"{model} M={M} {cfg.name} ({config})"
-                if a.only and a.only not in name:
-                    continue
+            for name, cfg in names.items():
 
                 def run(cfg=cfg, mlp=mlp, y=y, z=z):
                     z.fill(cupy.nan)
@@ -482,6 +491,8 @@ def swap_sanitizer_target(a, log: Log) -> list[str]:
 # causal, the QKV and output GeMMs' tile configs) on the CUTLASS GeMMs and the Hopper FMHA (S past a
 # whole tile, causal and not; the QKV GeMM on one-head tiles, and on two-head ones).
 ATTENTION_SANITIZER_CASES = (("gpt3", 3, 100), ("llama", 2, 700))
+# each way the attention kernel reads the cache (decode_attention.FORMS), alone, PDL-launched: (B, heads, S')
+ATTENTION_FORM_CASE = (2, 8, 300)
 ONE_HEAD = ("128x128x64", "128x128x64")
 PROMPT_SANITIZER_CASES = (("llama", 1, 200, True, ONE_HEAD), ("gpt3", 2, 136, False, ONE_HEAD),
                           ("llama", 2, 256, True, ONE_HEAD), ("gpt3", 1, 256, True, ("128x256x64", "128x128x64")),
@@ -497,7 +508,7 @@ PROMPT_SANITIZER_CASES = (("llama", 1, 200, True, ONE_HEAD), ("gpt3", 2, 136, Fa
 
 def attention_sanitizer_target(a, log: Log) -> list[str]:
     """The sm90 attention block (workloads.attention_sm90) in every configuration of the cases above,
-    each launched once; ``presatisfied``: a synchronized configuration's semaphores raised beyond any
+    and the generation attention kernel alone in each form, each launched once; ``presatisfied``: a synchronized configuration's semaphores raised beyond any
     target first (its output then not checked)."""
     import cupy
     import torch
@@ -511,7 +522,14 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
         if not (a.only and a.only not in name) and run_variant(log, stream, name, run, check) is not None:
             failures.append(name)
 
+    def wanted(case: str, configs) -> bool:
+        """Whether --only names a variant of this case (a case none of whose variants runs is not
+        built: its reference would run under the sanitizer too)."""
+        return not a.only or any(a.only in f"{case} {cfg}" for cfg in configs)
+
     for model, B, past in ATTENTION_SANITIZER_CASES:
+        if not wanted(f"attention {model} B={B} S'={past}", W.ORDERINGS + W.SYNCED):
+            continue
         blk = W.AttentionGen(model, B, past, timeout_ns=TIMEOUT_NS)
         ins, outs = blk.buffers(seed=7), blk.outputs()
         ref = blk.reference(*ins)
@@ -533,7 +551,30 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
                 err, appended = blk.error(outs, ins, ref)
                 return err if appended else float("inf")
             variant(f"attention {model} B={B} S'={past} {cfg}", run, check)
+    from cusyncgen.cuda import decode_attention as A
+    B, H, past = ATTENTION_FORM_CASE
+    forms = [f for f in A.FORMS if wanted(f"attention form {f} B={B} S'={past}", ("",))]
+    if forms:
+        rs = cupy.random.RandomState(7)
+        qkv = rs.standard_normal((B, 3 * H * A.HEAD_DIM), dtype=cupy.float32).astype(cupy.float16)
+        kc, vc = (rs.standard_normal((B, H, past + 2, A.HEAD_DIM), dtype=cupy.float32).astype(cupy.float16)
+                  for _ in range(2))
+        ref = A.reference(qkv, kc, vc, past)
+        o = cupy.empty((B, H * A.HEAD_DIM), dtype=cupy.float16)
+        for form in forms:
+            att = A.DecodeAttention(B, H, past + 2, past, form=form)
+
+            def run_form(att=att):
+                o.fill(cupy.nan)
+                att.launch(stream, qkv, kc, vc, o, pdl=True)
+
+            def check_form():
+                return float(cupy.abs(o.astype(cupy.float32) - ref).max())
+            variant(f"attention form {form} B={B} S'={past}", run_form, check_form)
     for model, B, S, causal, engines in PROMPT_SANITIZER_CASES:
+        if not wanted(f"attention prompt {model} B={B} S={S}{' causal' if causal else ''}",
+                      W.PROMPT_ORDERINGS + W.PROMPT_SYNCED):
+            continue
         blk = W.AttentionPrompt(model, B, S, causal, engines, timeout_ns=TIMEOUT_NS)
         ins, outs = blk.buffers(seed=7), blk.outputs()
         z_ref, _ = blk.reference(*ins)

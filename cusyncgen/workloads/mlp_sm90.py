@@ -434,6 +434,13 @@ def chain_name(cfg: Config, tiles: Sm90Tiles, splits=(sm90.NO_SPLIT, sm90.NO_SPL
     return f"{head} {cfg.name}"
 
 
+def mlp_chain_name(model, M: int, cfg, tiles: Sm90Tiles, splits="none", store: str = "pair") -> str:
+    """The name mlp_chain's chain of these arguments has (chain_name), without building it."""
+    if isinstance(cfg, Sm90Config):
+        cfg, splits = cfg.base, cfg.splits
+    return chain_name(cfg, tiles, mlp_splits(model_of(model), M, tiles.config, splits, tiles.config2), store)
+
+
 def mlp_chain(model, M: int, cfg, tiles: Sm90Tiles, buffers, splits="none", store: str = "pair",
               timeout_ns: int = 0) -> "sm90.Sm90Chain":
     """One MLP as an sm90.Sm90Chain over given device buffers (ints), `buffers` = (X [M, H], W1 [N1, H],
@@ -462,7 +469,7 @@ def mlp_chain(model, M: int, cfg, tiles: Sm90Tiles, buffers, splits="none", stor
     links = [sm90.Link(c1, sm90.gemm_desc(X, W1, Y, M, N1, K1, c1, epilogue1(m), d1, splits=sp[0], store=st)),
              sm90.Link(c2, sm90.gemm_desc(Y, W2, Z, M, N2, K2, c2, sm90.EPI_IDENTITY, d2, splits=sp[1], store=st))]
     policies = [pols[cfg.policy]] if cfg.policy in pols else []   # Sm90Chain names a policy it lacks
-    return sm90.Sm90Chain(cfg, links, policies, timeout_ns=timeout_ns, name=chain_name(cfg, tiles, sp, store))
+    return sm90.Sm90Chain(cfg, links, policies, timeout_ns=timeout_ns, name=mlp_chain_name(model, M, cfg, tiles, sp, store))
 
 
 # ---- torch data: the GPU tests', the sanitizer runs' and the probes' ----
