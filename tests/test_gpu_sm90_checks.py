@@ -40,7 +40,7 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
 
     assert sm90_check.main(["--sanitizer-target", mode]) == 0
     out = capsys.readouterr().out
-    from cusyncgen.cuda import decode, sm90
+    from cusyncgen.cuda import decode, decode_attention, sm90
     from cusyncgen.workloads import attention_sm90 as W
 
     from cusyncgen.workloads import mlp_swap as S
@@ -58,7 +58,10 @@ def test_the_sanitizer_target_runs_every_variant(mode, capsys):
     assert any("gpt3 M=64 PDL/swap (64x96x64xa)" in line for line in swapped)   # the wide form
     assert len(decoded) == len(sm90_check.DECODE_SANITIZER_CASES) * len(decode.ORDERINGS)
     gen = sum(len(W.AttentionGen(m, B, p).configs()) for m, B, p in sm90_check.ATTENTION_SANITIZER_CASES)
-    assert len(attention) == gen + sum(len(W.AttentionPrompt(*c).configs()) for c in sm90_check.PROMPT_SANITIZER_CASES)
+    forms = [line for line in attention if line.startswith("variant attention form ")]   # the kernel alone, each form
+    assert [line.split()[3] for line in forms] == list(decode_attention.FORMS)
+    assert len(attention) == gen + len(forms) + sum(len(W.AttentionPrompt(*c).configs())
+                                                    for c in sm90_check.PROMPT_SANITIZER_CASES)
     assert all(line.split(": ", 1)[1].startswith(("ok", "ran")) for line in variants)
 
 
