@@ -1,5 +1,6 @@
 """The generation attention kernel (runtime_cuda/kernels/decode_attention.cuh): its module, the
-ctypes mirror of its parameters, the split of the KV length and the launch.
+ctypes mirror of its parameters, the ways a block reads the cache (FORMS), the split of the KV
+length and the plan that picks both (plan_for), the launch, and a float32 reference.
 
 `DecodeAttention(batch, heads, smax, past)` owns the workspace of one shape (fp32 partials per
 split, per-head split counts left zero by every launch) and launches one step of generation: the new
@@ -30,7 +31,7 @@ UNROLL = 8            # keys a half-warp has in flight (the loads form)
 # chooses among (docs/design.md, "Attention at token generation", for the others measured).
 BULK_STAGES = ((64, 3), (32, 2))
 FORMS = ("loads",) + tuple(f"bulk{k}x{s}" for k, s in BULK_STAGES)
-BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (16 KiB of loads in flight each)
+BLOCKS_PER_SM = 4     # the blocks an SM is meant to hold when sizing the splits (32 KiB of loads in flight each)
 # The cached K and V bytes a PDL launch prefetches into L2 before its wait, over the L2's size: the
 # QKV GeMM streams its weights past them (evict-first). A third: a share large enough to cover the
 # QKV GeMM's stream, small enough that a long cache does not evict its own prefetched lines
