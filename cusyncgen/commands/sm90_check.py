@@ -282,6 +282,11 @@ def check_all(a, log: Log) -> list[str]:
     return failures
 
 
+def selected(a, name: str) -> bool:
+    """Does --only (a.only: a substring of the variants' names, or empty for all) take this variant?"""
+    return not a.only or a.only in name
+
+
 def sanitizer_target(a, log: Log) -> list[str]:
     """The compute-sanitizer variants, each launched once. ``presatisfied`` (for racecheck, which
     serializes the blocks, so that a block waiting for another block's post could starve): every
@@ -296,11 +301,12 @@ def sanitizer_target(a, log: Log) -> list[str]:
     stream = torch.cuda.current_stream().cuda_stream
     for model, c, o, p, sp, g2, b1, st, c2 in sanitizer_variants(a.models.split(",")[0]):
         try:
-            if a.only:   # the name first: a model's case (its reference) is built only for a variant that runs
-                tiles = mlp_sm90.Sm90Tiles(c, grouped2=g2, banded1=b1 is True, grouped1=b1 == "G1", config2=c2)
-                label = mlp_sm90.mlp_chain_name(model, a.sanitizer_M, mlp_sm90.config_of(o, p), tiles, splits=sp, store=st)
-                if a.only not in f"{model} M={a.sanitizer_M} {label}":
-                    continue
+            # the name first: a model's case (its reference) is built only for a variant that runs
+            tiles = mlp_sm90.Sm90Tiles(c, grouped2=g2, banded1=b1 is True, grouped1=b1 == "G1", config2=c2)
+            cfg = mlp_sm90.config_of(o, p)
+            name = f"{model} M={a.sanitizer_M} {mlp_sm90.mlp_chain_name(model, a.sanitizer_M, cfg, tiles, sp, st)}"
+            if not selected(a, name):
+                continue
             if model not in cases:
                 m = mlp_sm90.model_of(model)
                 X, W1, W2, _, Zref = mlp_sm90.mlp_case(m, a.sanitizer_M, seed=7)
@@ -308,13 +314,8 @@ def sanitizer_target(a, log: Log) -> list[str]:
                 Z = torch.empty(a.sanitizer_M, m.H, device="cuda", dtype=torch.half)
                 cases[model] = (X, W1, W2, Y, Z, Zref)
             X, W1, W2, Y, Z, Zref = cases[model]
-            tiles = mlp_sm90.Sm90Tiles(c, grouped2=g2, banded1=b1 is True, grouped1=b1 == "G1", config2=c2)
             ptrs = tuple(t.data_ptr() for t in (X, W1, W2, Y, Z))
-            r = mlp_sm90.mlp_chain(model, a.sanitizer_M, mlp_sm90.config_of(o, p), tiles, ptrs, splits=sp,
-                                   store=st, timeout_ns=TIMEOUT_NS)
-            name = f"{model} M={a.sanitizer_M} {r.name}"
-            if a.only and a.only not in name:
-                continue
+            r = mlp_sm90.mlp_chain(model, a.sanitizer_M, cfg, tiles, ptrs, splits=sp, store=st, timeout_ns=TIMEOUT_NS)
             Y.fill_(float("nan"))
             Z.fill_(float("nan"))
             checked = True
@@ -391,7 +392,7 @@ def decode_sanitizer_target(a, log: Log) -> list[str]:
     for model, M, row_major in DECODE_SANITIZER_CASES:
         names = {cfg: f"{model} M={M} {cfg}{mlp_decode.DECODE} ({'row-major' if row_major else 'packed'} weights)"
                  for cfg in decode.ORDERINGS}
-        names = {cfg: name for cfg, name in names.items() if not a.only or a.only in name}
+        names = {cfg: name for cfg, name in names.items() if selected(a, name)}
         if not names:   # no variant of the case runs: its reference is not computed
             continue
         mlp = mlp_decode.MLPDecode(model, M, timeout_ns=TIMEOUT_NS, shape=decode.EXTRA[0] if row_major else None)
@@ -445,7 +446,7 @@ def swap_sanitizer_target(a, log: Log) -> list[str]:
         tile = sm90.swap_tile(config)
         M = max(1, tile.BT - 3)
         name = f"swap split {config} M={M} {N}x{K}"
-        if a.only and a.only not in name:
+        if not selected(a, name):
             continue
         rs = cupy.random.RandomState(7)
         x = rs.standard_normal((M, K), dtype=cupy.float32).astype(cupy.float16)
@@ -467,7 +468,7 @@ def swap_sanitizer_target(a, log: Log) -> list[str]:
         for config in [c for c, c2 in mlp_swap.tile_pairs(M, model=model) if c == c2]:
             mlp = mlp_swap.MLPSwap(model, M, config)
             names = {f"{model} M={M} {cfg.name} ({config})": cfg for cfg in mlp.configs()}
-            names = {name: cfg for name, cfg in names.items() if not a.only or a.only in name}
+            names = {name: cfg for name, cfg in names.items() if selected(a, name)}
             if not names:   # no variant of the case runs: its reference is not computed
                 continue
             x, w1, w2 = mlp.buffers(seed=7)
@@ -519,13 +520,13 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
     stream = cupy.cuda.Stream()
 
     def variant(name, run, check):
-        if not (a.only and a.only not in name) and run_variant(log, stream, name, run, check) is not None:
+        if selected(a, name) and run_variant(log, stream, name, run, check) is not None:
             failures.append(name)
 
     def wanted(case: str, configs) -> bool:
         """Whether --only names a variant of this case (a case none of whose variants runs is not
         built: its reference would run under the sanitizer too)."""
-        return not a.only or any(a.only in f"{case} {cfg}" for cfg in configs)
+        return any(selected(a, f"{case} {cfg}") for cfg in configs)
 
     for model, B, past in ATTENTION_SANITIZER_CASES:
         if not wanted(f"attention {model} B={B} S'={past}", W.ORDERINGS + W.SYNCED):
@@ -553,7 +554,7 @@ def attention_sanitizer_target(a, log: Log) -> list[str]:
             variant(f"attention {model} B={B} S'={past} {cfg}", run, check)
     from cusyncgen.cuda import decode_attention as A
     B, H, past = ATTENTION_FORM_CASE
-    forms = [f for f in A.FORMS if wanted(f"attention form {f} B={B} S'={past}", ("",))]
+    forms = [f for f in A.FORMS if selected(a, f"attention form {f} B={B} S'={past}")]
     if forms:
         rs = cupy.random.RandomState(7)
         qkv = rs.standard_normal((B, 3 * H * A.HEAD_DIM), dtype=cupy.float32).astype(cupy.float16)

@@ -21,6 +21,7 @@ from cusyncgen.errors import CusyncError
 HEADER = "kernels/decode_attention.cuh"
 CHAIN_HEADER = "kernels/decode_attention_chain.cuh"
 HEAD_DIM = 128
+KEY_BYTES = 2 * HEAD_DIM * 2   # a key's K and V rows (fp16)
 THREADS = 128
 MAX_CHUNK = 1024      # keys a split holds at most (more splits fill the SMs better than longer ones)
 MIN_CHUNK = 64
@@ -102,8 +103,7 @@ def prefetch_keys(items: int, chunk: int, l2_bytes: int) -> int:
     """The cached keys each of `items` blocks (splits of `chunk` keys) prefetches into L2 before its
     PDL wait: an equal share of PREFETCH_L2_SHARE of the L2 (a key is a K and a V row of HEAD_DIM
     halves), at most the chunk; 0 where a share holds no key."""
-    per_key = 2 * HEAD_DIM * 2
-    return min(chunk, int(l2_bytes * PREFETCH_L2_SHARE) // (items * per_key))
+    return min(chunk, int(l2_bytes * PREFETCH_L2_SHARE) // (items * KEY_BYTES))
 
 
 def split_for(batch: int, heads: int, keys: int, sms: int) -> Split:
@@ -129,7 +129,6 @@ ONE_WAVE_FORMS = ("bulk64x3", "loads", "bulk32x2")
 BLOCK_COST_KEYS = 64
 IN_FLIGHT = 96 << 10
 ONE_WAVE_MIN_BYTES = 512 << 10
-KEY_BYTES = 2 * HEAD_DIM * 2   # a key's K and V rows
 
 
 def in_flight(form: str) -> int:
@@ -195,7 +194,7 @@ def form_kernel(form: str) -> tuple[str, int]:
         return f"cusync_decode_attention_{UNROLL}", 0
     for keys, stages in BULK_STAGES:
         if form == f"bulk{keys}x{stages}":
-            return f"cusync_decode_attention_bulk_{keys}_{stages}", stages * 2 * keys * HEAD_DIM * 2
+            return f"cusync_decode_attention_bulk_{keys}_{stages}", stages * keys * KEY_BYTES
     raise AttentionError(f"no attention form {form!r} (the forms: {', '.join(FORMS)})")
 
 

@@ -128,7 +128,6 @@ def save_partial(workload: str, rows: list[dict], **extra) -> None:
                                            **extra}))
 
 
-
 def rounds_for(timed: int) -> int:
     """The rounds of an interleaved timing of `timed` things: the smallest multiple of `timed` that is
     at least ROUNDS."""
