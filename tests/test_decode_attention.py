@@ -118,6 +118,30 @@ def test_a_small_cache_keeps_the_latency_split(batch, heads, keys):
     assert A.plan_for(batch, heads, keys, 132, RESIDENTS) == A.Plan("loads", A.split_for(batch, heads, keys, 132))
 
 
+@pytest.mark.parametrize("batch,heads,keys", [(4, 8, 8193), (16, 8, 2049), (64, 8, 513), (64, 8, 8193),
+                                              (16, 12, 8193), (64, 12, 2049), (1, 8, 513), (4, 12, 2049)])
+def test_a_large_cache_also_tries_many_short_splits(batch, heads, keys):
+    sms = 132
+    got = A.sizings(batch, heads, keys, sms, RESIDENTS)
+    assert got[0] == A.plan_for(batch, heads, keys, sms, RESIDENTS)
+    if batch * heads * keys * A.KEY_BYTES < A.ONE_WAVE_MIN_BYTES * sms:
+        assert got == got[:1]                                      # latency-bound: split_for's loads alone
+    else:
+        waves = A.Plan(A.WAVES_FORM, A.split_for(batch, heads, keys, sms))
+        same = waves.form == got[0].form and waves.split.splits == got[0].split.splits == 1   # one block a head
+        assert got == (got[:1] if same or waves == got[0] else (got[0], waves))
+    assert len(set(got)) == len(got)
+
+
+def test_the_waves_sizing_is_several_short_blocks_where_the_plan_is_one_long_one():
+    # LLaMA B = 64, S' = 8192: one loads block a head (one wave), or nine 1024-key splits a head
+    plan, waves = A.sizings(64, 8, 8193, 132, RESIDENTS)
+    assert plan == A.Plan("loads", A.Split(8193, 1))
+    assert waves == A.Plan("bulk64x3", A.Split(1024, 9))
+    # GPT-3 B = 64, S' = 512: one bulk block a head either way (split_for's chunk rounded up to 768)
+    assert A.sizings(64, 12, 513, 132, RESIDENTS) == (A.Plan("bulk64x3", A.Split(513, 1)),)
+
+
 def test_every_form_names_a_kernel_of_the_module():
     text = A.source().text
     assert A.form_kernel("loads") == (f"cusync_decode_attention_{A.UNROLL}", 0)
@@ -208,6 +232,11 @@ def test_the_page_tabulates_every_point():
             "decode, 64x128x64 | 3 x 64 keys | NO |") in page
     assert ("| 4 | 512 | 60.0 | 55.0 | TileSync+Chain | 57.0 | 66.0 (torch+sdpa-cudnn) | 1.200x | 1.10x | 50.0 | "
             "decode, 64x128x64 | 3 x 64 keys | yes |") in page
+    # where the orderings' attention sizings differ, the cell names both
+    rows[5].update(splits="1 x 2049 keys", attention_form="loads")
+    rows[6].update(splits="5 x 512 keys", attention_form="bulk64x3")
+    page = W.markdown({"device": "GPU", "ceilings": {"bandwidth": 3e12}, "rows": rows})
+    assert "| decode, 64x128x64 | 1 x 2049 keys (loads); PDL 5 x 512 keys (bulk64x3) | yes |" in page
 
 
 def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, capsys):

@@ -116,12 +116,18 @@ def check_block(blk):
     assert blk.timed_out() is None
 
 
-@pytest.mark.parametrize("model,B,past,engines", [("gpt3", 1, 1024, ("decode", "decode")),
-                                                  ("llama", 64, 512, ("64x128x64 splitK5@0", "64x128x64")),
-                                                  # the pair the bench picks at GPT-3 B <= 4 (choose_engines)
-                                                  ("gpt3", 4, 512, ("swap 16x64x64sw1s10", "swap 16x64x64sw1s10"))])
-def test_steps_stay_correct_over_launches_and_replays(model, B, past, engines):
-    blk = W.AttentionGen(model, B, past, engines)
+ONE_BLOCK_A_HEAD, FIVE_SPLITS = A.Plan("bulk64x3", A.Split(2049, 1)), A.Plan("bulk64x3", A.Split(512, 5))
+
+
+@pytest.mark.parametrize("model,B,past,engines,sizing", [
+    ("gpt3", 1, 1024, ("decode", "decode"), (None, None)),
+    ("llama", 64, 512, ("64x128x64 splitK5@0", "64x128x64"), (None, None)),
+    # the pair the bench picks at GPT-3 B <= 4 (choose_engines)
+    ("gpt3", 4, 512, ("swap 16x64x64sw1s10", "swap 16x64x64sw1s10"), (None, None)),
+    # the orderings on different sizings (choose_sizing)
+    ("llama", 16, 2048, ("swap 16x64x128sw1", "swap 16x64x128sw1"), (ONE_BLOCK_A_HEAD, FIVE_SPLITS))])
+def test_steps_stay_correct_over_launches_and_replays(model, B, past, engines, sizing):
+    blk = W.AttentionGen(model, B, past, engines, sizing)
     ins, outs = blk.buffers(seed=5), blk.outputs()
     ref = blk.reference(*ins)
     stream = cupy.cuda.Stream()
@@ -138,7 +144,7 @@ def test_steps_stay_correct_over_launches_and_replays(model, B, past, engines):
         err, appended = blk.error(outs, ins, ref)
         assert err < W.TOL and appended, (cfg, "100 replays", err)
     # the split counts are left zero for the next launch
-    assert int(blk.parts[1].counts.sum()) == 0
+    assert int(blk.attention(False).counts.sum()) == 0 and int(blk.attention(True).counts.sum()) == 0
     assert blk.timed_out() is None
 
 
@@ -165,6 +171,27 @@ def test_the_engines_are_chosen_among_correct_ones():
     pairs = record.get("pairs", {f"{q} | {k}": t for k, t in out.items()})
     assert pairs[f"{q} | {e}"] == min(pairs.values())          # the fastest pair in the block
     assert {p.split(" | ")[0] for p in pairs} == {k for k, t in alone.items() if t <= W.QKV_NEAR * min(alone.values())}
+
+
+def test_the_attention_sizing_is_chosen_among_correct_ones_per_ordering():
+    """choose_sizing runs every sizing of a large cache in the block under each ordering, and a
+    block whose orderings take different sizings computes the reference under each."""
+    engines = ("swap 16x64x128sw1", "swap 16x64x128sw1")
+    blk = W.AttentionGen("llama", 16, 2048, engines)
+    ins = blk.buffers(seed=4)
+    cands = A.sizings(16, blk.NH, 2049, 132, A.residents())
+    assert len(cands) == 2
+    stream = cupy.cuda.Stream()
+    chosen, record = W.choose_sizing("llama", 16, 2048, engines, ins, stream, iters=5)
+    for cfg, plan in zip(W.ORDERINGS, chosen):
+        times = record[cfg]
+        assert set(times) == {W.sizing_name(p) for p in cands}
+        assert all(not isinstance(t, str) for t in times.values()), times
+        assert times[W.sizing_name(plan)] == min(times.values())
+    for sizing in (cands, cands[::-1]):
+        mixed = W.AttentionGen("llama", 16, 2048, engines, tuple(sizing))
+        assert mixed.attention(False).split == sizing[0].split and mixed.attention(True).split == sizing[1].split
+        check_block(mixed)
 
 
 def test_a_chain_wait_that_cannot_be_met_times_out_naming_the_tile():

@@ -1,6 +1,7 @@
 """The generation attention kernel (runtime_cuda/kernels/decode_attention.cuh): its module, the
 ctypes mirror of its parameters, the ways a block reads the cache (FORMS), the split of the KV
-length and the plan that picks both (plan_for), the launch, and a float32 reference.
+length and the plan that picks both (plan_for; sizings: the candidates a block measures), the
+launch, and a float32 reference.
 
 `DecodeAttention(batch, heads, smax, past)` owns the workspace of one shape (fp32 partials per
 split, per-head split counts left zero by every launch) and launches one step of generation: the new
@@ -175,6 +176,27 @@ def plan_for(batch: int, heads: int, keys: int, sms: int, residents: dict) -> Pl
             if best is None or key < best[0]:
                 best = (key, Plan(form, Split(chunk, s)))
     return best[1] if best else Plan("loads", split_for(batch, heads, keys, sms))
+
+
+# The other sizing a block may take over a large cache (sizings): split_for's many short splits on
+# this form. Under PDL the attention's grid is launched while the QKV GeMM holds most SMs, so its
+# blocks land unevenly; several waves of short blocks even that out as they finish, where one wave
+# of long blocks cannot (docs/design.md, "Attention at token generation").
+WAVES_FORM = "bulk64x3"
+
+
+def sizings(batch: int, heads: int, keys: int, sms: int, residents: dict) -> tuple:
+    """The sizings (Plan) a step's attention may take, plan_for's first: over a cache plan_for sizes
+    for the SMs (at least ONE_WAVE_MIN_BYTES an SM) also split_for's split on WAVES_FORM (its chunk a
+    multiple of the 64-key stage; the same splits balanced to equal chunks read 0-4% slower), unless
+    both are one block of that form a head; which one a block runs under each ordering is measured
+    (attention_sm90.choose_sizing)."""
+    plan = plan_for(batch, heads, keys, sms, residents)
+    if batch * heads * keys * KEY_BYTES < ONE_WAVE_MIN_BYTES * sms:
+        return (plan,)
+    waves = Plan(WAVES_FORM, split_for(batch, heads, keys, sms))
+    one_block_a_head = waves.form == plan.form and waves.split.splits == plan.split.splits == 1
+    return (plan,) if waves == plan or one_block_a_head else (plan, waves)
 
 
 @lru_cache(maxsize=None)

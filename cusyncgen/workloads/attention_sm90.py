@@ -18,7 +18,8 @@ the prebuilt library with or without split-K (where B fills the tensor cores: mm
 decode kernel compute-bound at 64 rows), or the library's swapped GeMM (SwapGemm: the weight as
 CUTLASS's A operand, tiles of 64 weight rows x 16-64 tokens). The bench times each GeMM on every
 engine (the QKV GeMM alone, the output GeMM in the block behind the QKV GeMM's near-fastest engines:
-choose_engines) and runs the block on the fastest pair.
+choose_engines) and runs the block on the fastest pair, each ordering on the attention's sizing
+(decode_attention.sizings) that reads the cache faster in the block (choose_sizing).
 
 Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the attention and the
 output GeMM PDL-launched: a decode output GeMM issues its first weight loads before
@@ -114,8 +115,11 @@ class AttentionGen:
     B: int
     past: int
     engines: tuple = (DECODE_ENGINE, DECODE_ENGINE)   # the QKV and output GeMMs' (engines_for's names)
+    # the attention's sizing (decode_attention.Plan) in stream order and under PDL; None: plan_for's
+    sizing: tuple = (None, None)
     timeout_ns: int = TIMEOUT_NS
     _parts: tuple | None = field(default=None, repr=False)
+    _pdl_attention: object = field(default=None, repr=False)
     _chain: object = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -150,13 +154,25 @@ class AttentionGen:
 
     @property
     def parts(self):
-        """(QKV GeMM, attention, output GeMM) runners."""
+        """(QKV GeMM, attention in stream order, output GeMM) runners."""
         if self._parts is None:
             (n1, k1), (n2, k2) = self.gemm_shapes()
-            self._parts = (gemm_engine(self.engines[0], self.B, n1, k1),
-                           decode_attention.DecodeAttention(self.B, self.NH, self.smax, self.past),
+            self._parts = (gemm_engine(self.engines[0], self.B, n1, k1), self._attention(self.sizing[0]),
                            gemm_engine(self.engines[1], self.B, n2, k2))
         return self._parts
+
+    def attention(self, pdl: bool) -> "decode_attention.DecodeAttention":
+        """The attention runner of an ordering: in stream order (parts[1]) or PDL-launched."""
+        if not pdl or self.sizing[1] == self.sizing[0]:
+            return self.parts[1]
+        if self._pdl_attention is None:
+            self._pdl_attention = self._attention(self.sizing[1])
+        return self._pdl_attention
+
+    def _attention(self, plan) -> "decode_attention.DecodeAttention":
+        if plan is None:
+            return decode_attention.DecodeAttention(self.B, self.NH, self.smax, self.past)
+        return decode_attention.DecodeAttention(self.B, self.NH, self.smax, self.past, plan.form, plan.split)
 
     def configs(self) -> list[str]:
         return list(ORDERINGS + SYNCED)
@@ -217,8 +233,9 @@ class AttentionGen:
         if cfg not in ORDERINGS:
             raise CusyncError(f"the sm90 attention has no configuration {cfg!r} (it has "
                               f"{', '.join(ORDERINGS + SYNCED)})", None)
-        g1, att, g2 = self.parts
+        g1, _, g2 = self.parts
         pdl = cfg == "PDL"
+        att = self.attention(pdl)
         g1.prepare(wqkv)
         g2.prepare(wo)
         g1.launch(stream, x, wqkv, qkv)
@@ -501,6 +518,55 @@ def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tu
     return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block, near=QKV_NEAR)
 
 
+def sizing_name(plan) -> str:
+    return f"{plan.form} {plan.split.splits} x {plan.split.chunk}"
+
+
+def choose_sizing(model: str, B: int, past: int, engines: tuple, ins, stream, iters: int,
+                  ref=None) -> tuple[tuple, dict]:
+    """The attention's sizing under each ordering of ORDERINGS: every one of decode_attention.sizings
+    run in the block on `engines` (checked against the float32 reference on poisoned outputs and a
+    poisoned append position), then timed there in interleaved rounds. Plan_for sizes the grid for
+    the attention alone; under PDL its blocks land while the QKV GeMM still holds most SMs, and
+    which sizing reads the cache faster then is measured, not assumed (docs/design.md, "Attention at
+    token generation"). Returns ((stream order's Plan, PDL's Plan), {ordering: {sizing_name: us, or
+    its error}}; empty where there is one candidate). ref: the block's reference on ins, if made."""
+    from cusyncgen.cuda import driver, timing
+
+    cands = decode_attention.sizings(B, heads(model), past + 1, driver.sm_count(), decode_attention.residents())
+    if len(cands) == 1:
+        return (cands[0], cands[0]), {}
+    if ref is None:
+        ref = AttentionGen(model, B, past, engines).reference(*ins)
+    record, runs = {cfg: {} for cfg in ORDERINGS}, {}
+    for plan in cands:
+        blk = AttentionGen(model, B, past, engines, (plan, plan))
+        for cfg in ORDERINGS:
+            with stream:
+                outs = blk.outputs()
+                ins[3][:, :, past] = math.nan
+                ins[4][:, :, past] = math.nan
+                blk.run(stream, cfg, *ins, *outs)
+                stream.synchronize()
+            err, appended = blk.error(outs, ins, ref)
+            if err >= TOL or not appended:
+                record[cfg][sizing_name(plan)] = f"wrong: relative error {err:.3g}, appended {appended}"
+            else:
+                runs[(cfg, plan)] = lambda s, blk=blk, cfg=cfg, outs=outs: blk.run(s, cfg, *ins, *outs)
+    with stream:
+        replays = {key: timing.Replay((timing.capture(run, stream).launch,)) for key, run in runs.items()}
+        times = timing.time_in_rounds(replays, stream, iters, rounds=2)[0]
+    chosen = []
+    for cfg in ORDERINGS:
+        mine = {plan: t for (c, plan), t in times.items() if c == cfg}
+        if not mine:
+            raise CusyncError(f"{model} {point(B, past)}: no attention sizing computed the block under {cfg} "
+                              f"({record[cfg]})", None)
+        record[cfg].update({sizing_name(plan): round(t, 2) for plan, t in mine.items()})
+        chosen.append(min(mine, key=mine.get))
+    return tuple(chosen), record
+
+
 def form_replays(forms_of_sets: list, prefix: str) -> dict:
     """{prefix + form: timing.Replay} of each checked form (baselines.VendorForms, one per input set,
     the first the one its row reports) in a CUDA graph on each set; a form that cannot be captured,
@@ -551,12 +617,13 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     record = None
     if engines is None:
         engines, record = choose_engines(model, B, past, sets[0], stream, iters)
-    blk = AttentionGen(model, B, past, engines)
+    ref = blk.reference(*sets[0])
+    sizing, sized = choose_sizing(model, B, past, engines, sets[0], stream, iters, ref)
+    blk = AttentionGen(model, B, past, engines, sizing)
     for ins in sets:
         blk.parts[0].prepare(ins[1])
         blk.parts[2].prepare(ins[2])
     outs = [blk.outputs() for _ in sets]
-    ref = blk.reference(*sets[0])
     head = {"model": label(model, past), "M": B, "B": B, "Sp": past, "phase": "generation", "point": point(B, past),
             "kernel": "sm90"}
     timers, rows = {}, {}
@@ -572,13 +639,15 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
             blk.run(stream, cfg, *a, *o)
         graphs = [timing.capture(lambda s, a=a, o=o: blk.run(s, cfg, *a, *o), stream) for a, o in zip(sets, outs)]
         timers[cfg] = timing.Replay(tuple(g.launch for g in graphs))
-        att = blk.chain.attn if cfg in SYNCED else blk.parts[1]   # the chain's items read by loads
+        att = blk.chain.attn if cfg in SYNCED else blk.attention(cfg == "PDL")   # the chain's items read by loads
         sp = att.split
         rows[cfg] = {**head, "config": cfg, "correct": err < TOL and appended, "rel_err": err, "appended": appended,
                      "splits": f"{sp.splits} x {sp.chunk} keys", "attention_form": att.form,
                      "engines": [DECODE_ENGINE] * 2 if cfg in SYNCED else list(engines)}   # SYNCED: decode GeMMs
         if record is not None:
             rows[cfg]["engine_us"] = record
+        if sized and cfg in ORDERINGS:
+            rows[cfg]["sizing_us"] = sized[cfg]
     forms = vendor_forms(blk, sets[0], ref)
     forms1 = vendor_forms(blk, sets[1], blk.reference(*sets[1]))   # a graph on each set, as ours
     timers.update(form_replays([forms, forms1], "vendor:"))
@@ -1114,6 +1183,14 @@ def prompt_markdown(rows: list[dict]) -> list[str]:
     return lines
 
 
+def sizing_cell(stream_row: dict, pdl_row: dict) -> str:
+    """The attention's splits and form in stream order, and under PDL where they differ."""
+    def cell(r):
+        return r.get("splits", "-") + (f" ({r['attention_form']})" if "attention_form" in r else "")
+    a, b = cell(stream_row), cell(pdl_row)
+    return a if a == b else f"{a}; PDL {b}"
+
+
 def markdown(result: dict) -> str:
     """The bench page: per model, every point's orderings, the vendor and the floor."""
     from cusyncgen.cuda import timing
@@ -1129,7 +1206,8 @@ def markdown(result: dict) -> str:
     rows = [r for r in result["rows"] if r.get("phase", "generation") == "generation"]
     for model in dict.fromkeys(r["model"].split("-gen")[0] for r in rows):
         lines += [f"## {model} generation", "", "| B | S' | StreamSync | PDL | best policy config | time | vendor+graph | "
-                  "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits (form) | correct |",
+                  "vendor / ours | ours / floor | floor | GeMM engines (QKV, out) | attention splits (form): stream order; PDL | "
+                  "correct |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         pts = dict.fromkeys((r["B"], r["Sp"]) for r in rows if r["model"].startswith(model + "-gen"))
         for B, sp in sorted(pts, key=lambda p: (p[1], p[0])):
@@ -1145,8 +1223,7 @@ def markdown(result: dict) -> str:
                          f"{'-' if ours is None else format(v['time_us'] / ours['time_us'], '.3f') + 'x'} | "
                          f"{'-' if ours is None else format(ours['time_us'] / fl['time_us'], '.2f') + 'x'} | "
                          f"{fl['time_us']:.1f} | {', '.join(by['PDL'].get('engines', ['-']))} | "
-                         f"{by['PDL'].get('splits', '-')}"
-                         f"{' (' + by['PDL']['attention_form'] + ')' if 'attention_form' in by['PDL'] else ''} | "
+                         f"{sizing_cell(by['StreamSync'], by['PDL'])} | "
                          f"{'yes' if all(r['correct'] for r in by.values()) else 'NO'} |")
         lines.append("")
     prompt = [r for r in result["rows"] + result.get("stage", []) if r.get("phase") == "prompt"]
