@@ -246,12 +246,18 @@ def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, cap
     rows = [{"model": "gpt3-gen-S'512", "M": 1, "config": c, "time_us": t, "correct": ok, "kernel": "sm90"}
             for c, t, ok in (("StreamSync", 60.0, True), ("PDL", 55.0, True), ("TileSync+PDL", 50.0, False),
                              ("vendor+graph", 40.0, True), ("floor", 30.0, True))]
+    rows[1].update(engines=["swap 16x64x64sw1s10", "swap 16x64x128sw1"], splits="9 x 1024 keys",
+                   attention_form="bulk64x3")
     res = tmp_path / "attention-gen.json"
     res.write_text(json.dumps({"device": "GPU", "workload": "attention", "kernel": "sm90", "rows": rows}))
     out = tmp_path / "out"
     assert tune.main(["attention", "--kernel", "sm90", "--from-json", str(res), "-o", str(out)]) == 0
     [choice] = json.loads((out / "tune-attention-gpu-sm90.json").read_text())["choices"]
     assert choice["config"] == "PDL" and choice["speedup_vs_streamsync"] == round(60 / 55, 4)   # not the wrong one
+    # the page names what the choice ran on: its engines and the attention's sizing
+    assert choice["ran_on"] == "swap 16x64x64sw1s10, swap 16x64x128sw1; 9 x 1024 keys (bulk64x3)"
+    assert "| 1 | PDL | swap 16x64x64sw1s10, swap 16x64x128sw1; 9 x 1024 keys (bulk64x3) | 55.0 |" in \
+        (out / "tune-attention-gpu-sm90.md").read_text()
     capsys.readouterr()
     assert tune.main(["attention", "--kernel", "sm80", "--from-json", str(res), "-o", str(tmp_path)]) == 1
     assert "of the sm90 kernels, not sm80" in capsys.readouterr().err

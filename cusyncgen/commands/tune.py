@@ -84,6 +84,17 @@ def calibrate_cache(cache_path: Path) -> dict:
     return out
 
 
+def ran_on(row: dict) -> str | None:
+    """What an sm90 bench row of the attention ran on (its tiles are the run's own choice): its GeMM
+    engines and, at generation, the attention's splits and form; None for other rows."""
+    if row.get("kernel") != "sm90" or "tiles" in row:
+        return None
+    parts = [", ".join(row["engines"])] if row.get("engines") else []
+    if "splits" in row:
+        parts.append(str(row["splits"]) + (f" ({row['attention_form']})" if "attention_form" in row else ""))
+    return "; ".join(parts) or None
+
+
 def choose_from_bench(result) -> dict:
     """The tuner's choice for Conv2D and Attention: per (model, size) of one or more `cusyncgen
     bench` results of one device and workload (with and without sync warps or spread, on the
@@ -118,6 +129,8 @@ def choose_from_bench(result) -> dict:
                         "speedup_same_tiles": round(same / best["time_us"], 4), "predicted": None,
                         "measured_family": family(best["config"]),
                         "prediction_matches": False, "candidates": len(rows)})
+        if ran_on(best):
+            choices[-1]["ran_on"] = ran_on(best)
     out = {"device": results[0]["device"], "workload": results[0]["workload"], "choices": choices}
     kernels = {r.get("kernel", "sm80") for r in results}
     if len(kernels) != 1:
@@ -201,7 +214,7 @@ def report(result: dict) -> str:
         lines += [f"The fastest correct configuration per point among those `cusyncgen bench {result['workload']} "
                   "--kernel sm90` measured (StreamSync, PDL alone and each policy + PDL; at generation also + Chain, "
                   "one launch), never a vendor row, and its speed-up over StreamSync of the same run ('tiles': the "
-                  "run's own choice of GeMM engines).", ""]
+                  "run's own choice of GeMM engines and, at generation, the attention's splits and form).", ""]
     elif fixed:
         lines += ["The fastest correct configuration per size among those `cusyncgen bench "
                   f"{result['workload']}` measured (one or more runs: sync warps auto/on, spread on/off, the "
@@ -242,7 +255,7 @@ def report(result: dict) -> str:
             loose = ("yes" if c.get("prediction_matches_within_noise") else "no") if p and "prediction_matches_within_noise" in c else "-"
             pol = ("yes" if c.get("prediction_policy_matches") else "no") if p and "prediction_policy_matches" in c else "-"
             chosen = c["config"] + (" (sync warp)" if sync_warp_label(c) not in ("", "auto") else "")
-            lines.append(f"| {c['M']} | {chosen} | {c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
+            lines.append(f"| {c['M']} | {chosen} | {c.get('ran_on') or c['tiles']} | {c['time_us']:.1f} | {c['streamsync_us']:.1f} | "
                          f"{c['speedup_vs_streamsync']:.3f}x | {c.get('speedup_same_tiles', c['speedup_vs_streamsync']):.3f}x | "
                          f"{pred} | {match} | {pol} | {loose} |")
         predicted = [c for c in cs if c["predicted"]]
