@@ -179,7 +179,8 @@ def test_the_attention_sizing_is_chosen_among_correct_ones_per_ordering():
     engines = ("swap 16x64x128sw1", "swap 16x64x128sw1")
     blk = W.AttentionGen("llama", 16, 2048, engines)
     ins = blk.buffers(seed=4)
-    cands = A.sizings(16, blk.NH, 2049, 132, A.residents())
+    from cusyncgen.cuda import driver
+    cands = A.sizings(16, blk.NH, 2049, driver.sm_count(), A.residents())
     assert len(cands) == 2
     stream = cupy.cuda.Stream()
     chosen, record = W.choose_sizing("llama", 16, 2048, engines, ins, stream, iters=5)

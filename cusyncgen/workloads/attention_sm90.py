@@ -519,6 +519,7 @@ def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tu
 
 
 def sizing_name(plan) -> str:
+    """A sizing's key in choose_sizing's record: its form and splits."""
     return f"{plan.form} {plan.split.splits} x {plan.split.chunk}"
 
 
