@@ -179,9 +179,9 @@ def plan_for(batch: int, heads: int, keys: int, sms: int, residents: dict) -> Pl
 
 
 # The other sizing a block may take over a large cache (sizings): split_for's many short splits on
-# this form. Under PDL the attention's grid is launched while the QKV GeMM holds most SMs, so its
-# blocks land unevenly; several waves of short blocks even that out as they finish, where one wave
-# of long blocks cannot (docs/design.md, "Attention at token generation").
+# this form. In the block under PDL, one wave of long blocks reads the cache up to 6% slower than in
+# stream order, and several waves of short blocks mostly faster; why is not established, so which
+# one a point runs is measured (docs/design.md, "Attention at token generation").
 WAVES_FORM = "bulk64x3"
 
 

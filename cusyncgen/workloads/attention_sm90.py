@@ -528,9 +528,9 @@ def choose_sizing(model: str, B: int, past: int, engines: tuple, ins, stream, it
     """The attention's sizing under each ordering of ORDERINGS: every one of decode_attention.sizings
     run in the block on `engines` (checked against the float32 reference on poisoned outputs and a
     poisoned append position), then timed there in interleaved rounds. Plan_for sizes the grid for
-    the attention alone; under PDL its blocks land while the QKV GeMM still holds most SMs, and
-    which sizing reads the cache faster then is measured, not assumed (docs/design.md, "Attention at
-    token generation"). Returns ((stream order's Plan, PDL's Plan), {ordering: {sizing_name: us, or
+    the attention alone; in the block under PDL its one wave of long blocks reads slower than in
+    stream order, for reasons not established, so which sizing reads the cache faster is measured,
+    not assumed (docs/design.md, "Attention at token generation"). Returns ((stream order's Plan, PDL's Plan), {ordering: {sizing_name: us, or
     its error}}; empty where there is one candidate). ref: the block's reference on ins, if made."""
     from cusyncgen.cuda import driver, timing
 
