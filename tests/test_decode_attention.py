@@ -235,8 +235,11 @@ def test_the_page_tabulates_every_point():
     # where the orderings' attention sizings differ, the cell names both
     rows[5].update(splits="1 x 2049 keys", attention_form="loads")
     rows[6].update(splits="5 x 512 keys", attention_form="bulk64x3")
+    # and where PDL's attention is launched in stream order behind the QKV GeMM
+    rows[11].update(splits="3 x 64 keys", attention_pdl=False)
     page = W.markdown({"device": "GPU", "ceilings": {"bandwidth": 3e12}, "rows": rows})
     assert "| decode, 64x128x64 | 1 x 2049 keys (loads); PDL 5 x 512 keys (bulk64x3) | yes |" in page
+    assert "| decode, 64x128x64 | 3 x 64 keys; PDL: attention in stream order | yes |" in page
 
 
 def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, capsys):
@@ -247,7 +250,7 @@ def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, cap
             for c, t, ok in (("StreamSync", 60.0, True), ("PDL", 55.0, True), ("TileSync+PDL", 50.0, False),
                              ("vendor+graph", 40.0, True), ("floor", 30.0, True))]
     rows[1].update(engines=["swap 16x64x64sw1s10", "swap 16x64x128sw1"], splits="9 x 1024 keys",
-                   attention_form="bulk64x3")
+                   attention_form="bulk64x3", attention_pdl=False)
     res = tmp_path / "attention-gen.json"
     res.write_text(json.dumps({"device": "GPU", "workload": "attention", "kernel": "sm90", "rows": rows}))
     out = tmp_path / "out"
@@ -255,8 +258,10 @@ def test_tune_chooses_among_the_sm90_bench_rows_never_a_vendor_row(tmp_path, cap
     [choice] = json.loads((out / "tune-attention-gpu-sm90.json").read_text())["choices"]
     assert choice["config"] == "PDL" and choice["speedup_vs_streamsync"] == round(60 / 55, 4)   # not the wrong one
     # the page names what the choice ran on: its engines and the attention's sizing
-    assert choice["ran_on"] == "swap 16x64x64sw1s10, swap 16x64x128sw1; 9 x 1024 keys (bulk64x3)"
-    assert "| 1 | PDL | swap 16x64x64sw1s10, swap 16x64x128sw1; 9 x 1024 keys (bulk64x3) | 55.0 |" in \
+    assert choice["ran_on"] == ("swap 16x64x64sw1s10, swap 16x64x128sw1; 9 x 1024 keys (bulk64x3), attention in "
+                                "stream order")
+    assert "| 1 | PDL | swap 16x64x64sw1s10, swap 16x64x128sw1; 9 x 1024 keys (bulk64x3), attention in stream " \
+           "order | 55.0 |" in \
         (out / "tune-attention-gpu-sm90.md").read_text()
     capsys.readouterr()
     assert tune.main(["attention", "--kernel", "sm80", "--from-json", str(res), "-o", str(tmp_path)]) == 1

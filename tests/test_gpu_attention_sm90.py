@@ -119,15 +119,16 @@ def check_block(blk):
 ONE_BLOCK_A_HEAD, FIVE_SPLITS = A.Plan("bulk64x3", A.Split(2049, 1)), A.Plan("bulk64x3", A.Split(512, 5))
 
 
-@pytest.mark.parametrize("model,B,past,engines,sizing", [
-    ("gpt3", 1, 1024, ("decode", "decode"), (None, None)),
-    ("llama", 64, 512, ("64x128x64 splitK5@0", "64x128x64"), (None, None)),
+@pytest.mark.parametrize("model,B,past,engines,sizing,attention_pdl", [
+    ("gpt3", 1, 1024, ("decode", "decode"), (None, None), True),
+    ("llama", 64, 512, ("64x128x64 splitK5@0", "64x128x64"), (None, None), True),
     # the pair the bench picks at GPT-3 B <= 4 (choose_engines)
-    ("gpt3", 4, 512, ("swap 16x64x64sw1s10", "swap 16x64x64sw1s10"), (None, None)),
-    # the orderings on different sizings (choose_sizing)
-    ("llama", 16, 2048, ("swap 16x64x128sw1", "swap 16x64x128sw1"), (ONE_BLOCK_A_HEAD, FIVE_SPLITS))])
-def test_steps_stay_correct_over_launches_and_replays(model, B, past, engines, sizing):
-    blk = W.AttentionGen(model, B, past, engines, sizing)
+    ("gpt3", 4, 512, ("swap 16x64x64sw1s10", "swap 16x64x64sw1s10"), (None, None), True),
+    # the orderings on different sizings, PDL's attention PDL-launched or not (choose_sizing)
+    ("llama", 16, 2048, ("swap 16x64x128sw1", "swap 16x64x128sw1"), (ONE_BLOCK_A_HEAD, FIVE_SPLITS), True),
+    ("llama", 16, 2048, ("swap 16x64x128sw1", "swap 16x64x128sw1"), (FIVE_SPLITS, ONE_BLOCK_A_HEAD), False)])
+def test_steps_stay_correct_over_launches_and_replays(model, B, past, engines, sizing, attention_pdl):
+    blk = W.AttentionGen(model, B, past, engines, sizing, attention_pdl)
     ins, outs = blk.buffers(seed=5), blk.outputs()
     ref = blk.reference(*ins)
     stream = cupy.cuda.Stream()
@@ -183,16 +184,19 @@ def test_the_attention_sizing_is_chosen_among_correct_ones_per_ordering():
     cands = A.sizings(16, blk.NH, 2049, driver.sm_count(), A.residents())
     assert len(cands) == 2
     stream = cupy.cuda.Stream()
-    chosen, record = W.choose_sizing("llama", 16, 2048, engines, ins, stream, iters=5)
+    chosen, attention_pdl, record = W.choose_sizing("llama", 16, 2048, engines, ins, stream, iters=5)
+    # stream order: every sizing; PDL: every sizing with the attention PDL-launched or not
+    assert set(record["StreamSync"]) == {W.sizing_name(p) for p in cands}
+    assert set(record["PDL"]) == {W.sizing_name(p, "PDL", a) for p in cands for a in (True, False)}
     for cfg, plan in zip(W.ORDERINGS, chosen):
         times = record[cfg]
-        assert set(times) == {W.sizing_name(p) for p in cands}
         assert all(not isinstance(t, str) for t in times.values()), times
-        assert times[W.sizing_name(plan)] == min(times.values())
+        assert times[W.sizing_name(plan, cfg, attention_pdl)] == min(times.values())
     for sizing in (cands, cands[::-1]):
-        mixed = W.AttentionGen("llama", 16, 2048, engines, tuple(sizing))
-        assert mixed.attention(False).split == sizing[0].split and mixed.attention(True).split == sizing[1].split
-        check_block(mixed)
+        for apdl in (True, False):
+            mixed = W.AttentionGen("llama", 16, 2048, engines, tuple(sizing), apdl)
+            assert mixed.attention(False).split == sizing[0].split and mixed.attention(True).split == sizing[1].split
+            check_block(mixed)
 
 
 def test_a_chain_wait_that_cannot_be_met_times_out_naming_the_tile():

@@ -86,12 +86,14 @@ def calibrate_cache(cache_path: Path) -> dict:
 
 def ran_on(row: dict) -> str | None:
     """What an sm90 bench row of the attention ran on (its tiles are the run's own choice): its GeMM
-    engines and, at generation, the attention's splits and form; None for other rows."""
+    engines and, at generation, the attention's splits and form (and, under PDL, whether the
+    attention was launched in stream order); None for other rows."""
     if row.get("kernel") != "sm90" or "tiles" in row:
         return None
     parts = [", ".join(row["engines"])] if row.get("engines") else []
     if "splits" in row:
-        parts.append(str(row["splits"]) + (f" ({row['attention_form']})" if "attention_form" in row else ""))
+        parts.append(str(row["splits"]) + (f" ({row['attention_form']})" if "attention_form" in row else "")
+                     + (", attention in stream order" if row.get("attention_pdl") is False else ""))
     return "; ".join(parts) or None
 
 

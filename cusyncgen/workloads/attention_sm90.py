@@ -19,16 +19,17 @@ decode kernel compute-bound at 64 rows), or the library's swapped GeMM (SwapGemm
 CUTLASS's A operand, tiles of 64 weight rows x 16-64 tokens). The bench times each GeMM on every
 engine (the QKV GeMM alone, the output GeMM in the block behind the QKV GeMM's near-fastest engines:
 choose_engines) and runs the block on the fastest pair, each ordering on the attention's sizing
-(decode_attention.sizings) that reads the cache faster in the block (choose_sizing).
+(decode_attention.sizings) that reads the cache faster in the block, and under PDL with the
+attention itself PDL-launched or not, whichever is faster there (choose_sizing).
 
-Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the attention and the
-output GeMM PDL-launched: a decode output GeMM issues its first weight loads before
-griddepcontrol.wait). Synchronized (SYNCED), on the decode engines, by the policies cusyncgen
-compiles from examples/attention_<model>.dep at the block's tiles (dep_params): TileSync,
-StridedSync (a head's Q, K and V tiles on one semaphore) and RowSync, each as "<policy>+PDL" (three
-launches, the attention and the output GeMM PDL-launched and waiting on the semaphores: an
-attention item starts once its head is posted) and "<policy>+Chain" (the whole block in one launch,
-decode_attention_chain.cuh).
+Orderings (ORDERINGS): StreamSync (three launches in stream order) and PDL (the output GeMM
+PDL-launched, and the attention too where that is faster, AttentionGen.attention_pdl: a decode
+output GeMM issues its first weight loads before griddepcontrol.wait). Synchronized (SYNCED), on
+the decode engines, by the policies cusyncgen compiles from examples/attention_<model>.dep at the
+block's tiles (dep_params): TileSync, StridedSync (a head's Q, K and V tiles on one semaphore) and
+RowSync, each as "<policy>+PDL" (three launches, the attention and the output GeMM PDL-launched and
+waiting on the semaphores: an attention item starts once its head is posted) and "<policy>+Chain"
+(the whole block in one launch, decode_attention_chain.cuh).
 
 `cusyncgen bench attention --kernel sm90` measures every (model, B, S') of the sweep against the
 vendor chain a user would write (cuBLAS QKV linear -> the KV-cache append -> SDPA on each backend
@@ -117,6 +118,7 @@ class AttentionGen:
     engines: tuple = (DECODE_ENGINE, DECODE_ENGINE)   # the QKV and output GeMMs' (engines_for's names)
     # the attention's sizing (decode_attention.Plan) in stream order and under PDL; None: plan_for's
     sizing: tuple = (None, None)
+    attention_pdl: bool = True    # under PDL, the attention PDL-launched too (the output GeMM always is)
     timeout_ns: int = TIMEOUT_NS
     _parts: tuple | None = field(default=None, repr=False)
     _pdl_attention: object = field(default=None, repr=False)
@@ -239,7 +241,7 @@ class AttentionGen:
         g1.prepare(wqkv)
         g2.prepare(wo)
         g1.launch(stream, x, wqkv, qkv)
-        att.launch(stream, qkv, kc, vc, o, pdl=pdl)
+        att.launch(stream, qkv, kc, vc, o, pdl=pdl and self.attention_pdl)
         g2.launch(stream, o, wo, z, pdl=pdl)
 
     # ---- the reference, in float32
@@ -518,54 +520,61 @@ def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tu
     return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block, near=QKV_NEAR)
 
 
-def sizing_name(plan) -> str:
-    """A sizing's key in choose_sizing's record: its form and splits."""
-    return f"{plan.form} {plan.split.splits} x {plan.split.chunk}"
+def sizing_name(plan, cfg: str = "StreamSync", attention_pdl: bool = True) -> str:
+    """A candidate's key in choose_sizing's record: the sizing's form and splits, and under PDL
+    whether the attention itself is PDL-launched."""
+    name = f"{plan.form} {plan.split.splits} x {plan.split.chunk}"
+    if cfg == "PDL":
+        name += ", attention PDL-launched" if attention_pdl else ", attention in stream order"
+    return name
 
 
 def choose_sizing(model: str, B: int, past: int, engines: tuple, ins, stream, iters: int,
-                  ref=None) -> tuple[tuple, dict]:
-    """The attention's sizing under each ordering of ORDERINGS: every one of decode_attention.sizings
-    run in the block on `engines` (checked against the float32 reference on poisoned outputs and a
-    poisoned append position), then timed there in interleaved rounds. Plan_for sizes the grid for
-    the attention alone; in the block under PDL its one wave of long blocks reads slower than in
-    stream order, for reasons not established, so which sizing reads the cache faster is measured,
-    not assumed (docs/design.md, "Attention at token generation"). Returns ((stream order's Plan, PDL's Plan), {ordering: {sizing_name: us, or
-    its error}}; empty where there is one candidate). ref: the block's reference on ins, if made."""
+                  ref=None) -> tuple[tuple, bool, dict]:
+    """The attention's sizing under each ordering of ORDERINGS, and under PDL whether the attention
+    itself is PDL-launched behind the QKV GeMM (the output GeMM always is): every candidate (each of
+    decode_attention.sizings; under PDL each also with the attention launched in stream order) run
+    in the block on `engines`, checked against the float32 reference on poisoned outputs and a
+    poisoned append position, then timed there in interleaved rounds. Plan_for sizes the grid for
+    the attention alone; in the block, a PDL-launched attention of long blocks reads slower than
+    one launched in stream order, for reasons not established, so both are measured, not assumed
+    (docs/design.md, "Attention at token generation"). Returns ((stream order's Plan, PDL's Plan),
+    whether PDL's attention is PDL-launched, {ordering: {sizing_name: us, or its error}}). ref: the
+    block's reference on ins, if made."""
     from cusyncgen.cuda import driver, timing
 
     cands = decode_attention.sizings(B, heads(model), past + 1, driver.sm_count(), decode_attention.residents())
-    if len(cands) == 1:
-        return (cands[0], cands[0]), {}
     if ref is None:
         ref = AttentionGen(model, B, past, engines).reference(*ins)
     record, runs = {cfg: {} for cfg in ORDERINGS}, {}
     for plan in cands:
-        blk = AttentionGen(model, B, past, engines, (plan, plan))
-        for cfg in ORDERINGS:
-            with stream:
-                outs = blk.outputs()
-                ins[3][:, :, past] = math.nan
-                ins[4][:, :, past] = math.nan
-                blk.run(stream, cfg, *ins, *outs)
-                stream.synchronize()
-            err, appended = blk.error(outs, ins, ref)
-            if err >= TOL or not appended:
-                record[cfg][sizing_name(plan)] = f"wrong: relative error {err:.3g}, appended {appended}"
-            else:
-                runs[(cfg, plan)] = lambda s, blk=blk, cfg=cfg, outs=outs: blk.run(s, cfg, *ins, *outs)
+        for apdl in (True, False):
+            blk = AttentionGen(model, B, past, engines, (plan, plan), apdl)
+            for cfg in ORDERINGS if apdl else ("PDL",):
+                with stream:
+                    outs = blk.outputs()
+                    ins[3][:, :, past] = math.nan
+                    ins[4][:, :, past] = math.nan
+                    blk.run(stream, cfg, *ins, *outs)
+                    stream.synchronize()
+                err, appended = blk.error(outs, ins, ref)
+                if err >= TOL or not appended:
+                    record[cfg][sizing_name(plan, cfg, apdl)] = f"wrong: relative error {err:.3g}, appended {appended}"
+                else:
+                    runs[(cfg, plan, apdl)] = lambda s, blk=blk, cfg=cfg, outs=outs: blk.run(s, cfg, *ins, *outs)
     with stream:
         replays = {key: timing.Replay((timing.capture(run, stream).launch,)) for key, run in runs.items()}
         times = timing.time_in_rounds(replays, stream, iters, rounds=2)[0]
     chosen = []
     for cfg in ORDERINGS:
-        mine = {plan: t for (c, plan), t in times.items() if c == cfg}
+        mine = {(plan, apdl): t for (c, plan, apdl), t in times.items() if c == cfg}
         if not mine:
             raise CusyncError(f"{model} {point(B, past)}: no attention sizing computed the block under {cfg} "
                               f"({record[cfg]})", None)
-        record[cfg].update({sizing_name(plan): round(t, 2) for plan, t in mine.items()})
+        record[cfg].update({sizing_name(plan, cfg, apdl): round(t, 2) for (plan, apdl), t in mine.items()})
         chosen.append(min(mine, key=mine.get))
-    return tuple(chosen), record
+    (stream_plan, _), (pdl_plan, attention_pdl) = chosen
+    return (stream_plan, pdl_plan), attention_pdl, record
 
 
 def form_replays(forms_of_sets: list, prefix: str) -> dict:
@@ -619,8 +628,8 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
     if engines is None:
         engines, record = choose_engines(model, B, past, sets[0], stream, iters)
     ref = blk.reference(*sets[0])
-    sizing, sized = choose_sizing(model, B, past, engines, sets[0], stream, iters, ref)
-    blk = AttentionGen(model, B, past, engines, sizing)
+    sizing, attention_pdl, sized = choose_sizing(model, B, past, engines, sets[0], stream, iters, ref)
+    blk = AttentionGen(model, B, past, engines, sizing, attention_pdl)
     for ins in sets:
         blk.parts[0].prepare(ins[1])
         blk.parts[2].prepare(ins[2])
@@ -647,8 +656,10 @@ def measure_point(model: str, B: int, past: int, iters: int, stream, seed: int, 
                      "engines": [DECODE_ENGINE] * 2 if cfg in SYNCED else list(engines)}   # SYNCED: decode GeMMs
         if record is not None:
             rows[cfg]["engine_us"] = record
-        if sized and cfg in ORDERINGS:
+        if cfg in ORDERINGS:
             rows[cfg]["sizing_us"] = sized[cfg]
+        if cfg == "PDL":
+            rows[cfg]["attention_pdl"] = attention_pdl
     forms = vendor_forms(blk, sets[0], ref)
     forms1 = vendor_forms(blk, sets[1], blk.reference(*sets[1]))   # a graph on each set, as ours
     timers.update(form_replays([forms, forms1], "vendor:"))
@@ -1185,11 +1196,15 @@ def prompt_markdown(rows: list[dict]) -> list[str]:
 
 
 def sizing_cell(stream_row: dict, pdl_row: dict) -> str:
-    """The attention's splits and form in stream order, and under PDL where they differ."""
+    """The attention's splits and form in stream order, and under PDL where they differ (or where
+    the attention itself is not PDL-launched there)."""
     def cell(r):
         return r.get("splits", "-") + (f" ({r['attention_form']})" if "attention_form" in r else "")
     a, b = cell(stream_row), cell(pdl_row)
-    return a if a == b else f"{a}; PDL {b}"
+    tail = ", attention in stream order" if pdl_row.get("attention_pdl") is False else ""
+    if a == b:
+        return a + (f"; PDL: {tail[2:]}" if tail else "")
+    return f"{a}; PDL {b}{tail}"
 
 
 def markdown(result: dict) -> str:
