@@ -88,12 +88,12 @@ def ran_on(row: dict) -> str | None:
     """What an sm90 bench row of the attention ran on (its tiles are the run's own choice): its GeMM
     engines and, at generation, the attention's splits and form (and, under PDL, whether the
     attention was launched in stream order); None for other rows."""
+    from cusyncgen.workloads.attention_sm90 import sizing_words
     if row.get("kernel") != "sm90" or "tiles" in row:
         return None
     parts = [", ".join(row["engines"])] if row.get("engines") else []
     if "splits" in row:
-        parts.append(str(row["splits"]) + (f" ({row['attention_form']})" if "attention_form" in row else "")
-                     + (", attention in stream order" if row.get("attention_pdl") is False else ""))
+        parts.append(sizing_words(row))
     return "; ".join(parts) or None
 
 
@@ -131,8 +131,9 @@ def choose_from_bench(result) -> dict:
                         "speedup_same_tiles": round(same / best["time_us"], 4), "predicted": None,
                         "measured_family": family(best["config"]),
                         "prediction_matches": False, "candidates": len(rows)})
-        if ran_on(best):
-            choices[-1]["ran_on"] = ran_on(best)
+        where = ran_on(best)
+        if where:
+            choices[-1]["ran_on"] = where
     out = {"device": results[0]["device"], "workload": results[0]["workload"], "choices": choices}
     kernels = {r.get("kernel", "sm80") for r in results}
     if len(kernels) != 1:

@@ -147,6 +147,11 @@ class Plan:
     split: "Split"
 
 
+def latency_bound(batch: int, heads: int, keys: int, sms: int) -> bool:
+    """Whether a cache is under ONE_WAVE_MIN_BYTES an SM (split_for's many short splits read it)."""
+    return batch * heads * keys * KEY_BYTES < ONE_WAVE_MIN_BYTES * sms
+
+
 def plan_for(batch: int, heads: int, keys: int, sms: int, residents: dict) -> Plan:
     """The form and split of a step's attention over `keys` keys a head: for a cache of at least
     ONE_WAVE_MIN_BYTES an SM, among the (form of ONE_WAVE_FORMS, splits) whose busiest SM keeps
@@ -157,9 +162,9 @@ def plan_for(batch: int, heads: int, keys: int, sms: int, residents: dict) -> Pl
     split_for."""
     if keys < 1:
         raise AttentionError(f"attention over {keys} keys")
-    bh = batch * heads
-    if bh * keys * KEY_BYTES < ONE_WAVE_MIN_BYTES * sms:
+    if latency_bound(batch, heads, keys, sms):
         return Plan("loads", split_for(batch, heads, keys, sms))
+    bh = batch * heads
     best = None
     for rank, form in enumerate(ONE_WAVE_FORMS):
         per_block = in_flight(form)
@@ -192,7 +197,7 @@ def sizings(batch: int, heads: int, keys: int, sms: int, residents: dict) -> tup
     both are one block of that form a head; which one a block runs under each ordering is measured
     (attention_sm90.choose_sizing)."""
     plan = plan_for(batch, heads, keys, sms, residents)
-    if batch * heads * keys * KEY_BYTES < ONE_WAVE_MIN_BYTES * sms:
+    if latency_bound(batch, heads, keys, sms):
         return (plan,)
     waves = Plan(WAVES_FORM, split_for(batch, heads, keys, sms))
     one_block_a_head = waves.form == plan.form and waves.split.splits == plan.split.splits == 1

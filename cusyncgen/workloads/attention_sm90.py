@@ -47,7 +47,7 @@ import ctypes
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from cusyncgen.cuda import decode, decode_attention
@@ -159,7 +159,7 @@ class AttentionGen:
         """(QKV GeMM, attention in stream order, output GeMM) runners."""
         if self._parts is None:
             (n1, k1), (n2, k2) = self.gemm_shapes()
-            self._parts = (gemm_engine(self.engines[0], self.B, n1, k1), self._attention(self.sizing[0]),
+            self._parts = (gemm_engine(self.engines[0], self.B, n1, k1), self.sized_attention(self.sizing[0]),
                            gemm_engine(self.engines[1], self.B, n2, k2))
         return self._parts
 
@@ -168,10 +168,11 @@ class AttentionGen:
         if not pdl or self.sizing[1] == self.sizing[0]:
             return self.parts[1]
         if self._pdl_attention is None:
-            self._pdl_attention = self._attention(self.sizing[1])
+            self._pdl_attention = self.sized_attention(self.sizing[1])
         return self._pdl_attention
 
-    def _attention(self, plan) -> "decode_attention.DecodeAttention":
+    def sized_attention(self, plan) -> "decode_attention.DecodeAttention":
+        """An attention runner of this step on `plan` (a decode_attention.Plan; None: plan_for's)."""
         if plan is None:
             return decode_attention.DecodeAttention(self.B, self.NH, self.smax, self.past)
         return decode_attention.DecodeAttention(self.B, self.NH, self.smax, self.past, plan.form, plan.split)
@@ -520,12 +521,15 @@ def choose_engines(model: str, B: int, past: int, ins, stream, iters: int) -> tu
     return choose_gemm_engines(model, B, engines_for, ins, stream, iters, in_block, near=QKV_NEAR)
 
 
+IN_STREAM_ORDER = "attention in stream order"   # PDL with only the output GeMM PDL-launched
+
+
 def sizing_name(plan, cfg: str = "StreamSync", attention_pdl: bool = True) -> str:
     """A candidate's key in choose_sizing's record: the sizing's form and splits, and under PDL
     whether the attention itself is PDL-launched."""
     name = f"{plan.form} {plan.split.splits} x {plan.split.chunk}"
     if cfg == "PDL":
-        name += ", attention PDL-launched" if attention_pdl else ", attention in stream order"
+        name += ", attention PDL-launched" if attention_pdl else f", {IN_STREAM_ORDER}"
     return name
 
 
@@ -544,12 +548,15 @@ def choose_sizing(model: str, B: int, past: int, engines: tuple, ins, stream, it
     from cusyncgen.cuda import driver, timing
 
     cands = decode_attention.sizings(B, heads(model), past + 1, driver.sm_count(), decode_attention.residents())
+    base = AttentionGen(model, B, past, engines)
     if ref is None:
-        ref = AttentionGen(model, B, past, engines).reference(*ins)
+        ref = base.reference(*ins)
+    g1, _, g2 = base.parts   # one pair of GeMM runners (and packed weights) for every candidate
     record, runs = {cfg: {} for cfg in ORDERINGS}, {}
     for plan in cands:
+        parts = (g1, base.sized_attention(plan), g2)
         for apdl in (True, False):
-            blk = AttentionGen(model, B, past, engines, (plan, plan), apdl)
+            blk = replace(base, sizing=(plan, plan), attention_pdl=apdl, _parts=parts)
             for cfg in ORDERINGS if apdl else ("PDL",):
                 with stream:
                     outs = blk.outputs()
@@ -1195,16 +1202,20 @@ def prompt_markdown(rows: list[dict]) -> list[str]:
     return lines
 
 
+def sizing_words(row: dict) -> str:
+    """A generation row's attention: its splits and form, and where PDL's attention was launched in
+    stream order, that."""
+    return (str(row.get("splits", "-")) + (f" ({row['attention_form']})" if "attention_form" in row else "")
+            + (f", {IN_STREAM_ORDER}" if row.get("attention_pdl") is False else ""))
+
+
 def sizing_cell(stream_row: dict, pdl_row: dict) -> str:
     """The attention's splits and form in stream order, and under PDL where they differ (or where
     the attention itself is not PDL-launched there)."""
-    def cell(r):
-        return r.get("splits", "-") + (f" ({r['attention_form']})" if "attention_form" in r else "")
-    a, b = cell(stream_row), cell(pdl_row)
-    tail = ", attention in stream order" if pdl_row.get("attention_pdl") is False else ""
+    a, b = sizing_words(stream_row), sizing_words(pdl_row)
     if a == b:
-        return a + (f"; PDL: {tail[2:]}" if tail else "")
-    return f"{a}; PDL {b}{tail}"
+        return a
+    return f"{a}; PDL: {IN_STREAM_ORDER}" if b == f"{a}, {IN_STREAM_ORDER}" else f"{a}; PDL {b}"
 
 
 def markdown(result: dict) -> str:

@@ -469,7 +469,7 @@ def mlp_chain(model, M: int, cfg, tiles: Sm90Tiles, buffers, splits="none", stor
     links = [sm90.Link(c1, sm90.gemm_desc(X, W1, Y, M, N1, K1, c1, epilogue1(m), d1, splits=sp[0], store=st)),
              sm90.Link(c2, sm90.gemm_desc(Y, W2, Z, M, N2, K2, c2, sm90.EPI_IDENTITY, d2, splits=sp[1], store=st))]
     policies = [pols[cfg.policy]] if cfg.policy in pols else []   # Sm90Chain names a policy it lacks
-    return sm90.Sm90Chain(cfg, links, policies, timeout_ns=timeout_ns, name=mlp_chain_name(model, M, cfg, tiles, sp, store))
+    return sm90.Sm90Chain(cfg, links, policies, timeout_ns=timeout_ns, name=chain_name(cfg, tiles, sp, store))
 
 
 # ---- torch data: the GPU tests', the sanitizer runs' and the probes' ----
